@@ -1,0 +1,28 @@
+"""Errors users see. Each names the file, the record and the field that is wrong."""
+
+from __future__ import annotations
+
+
+class MeraError(Exception):
+    """Base class for errors that end a run with a clear, one-paragraph message."""
+
+
+class InputDataError(MeraError):
+    """A source file that cannot be read as the format it claims to be."""
+
+    def __init__(self, path: str, record: str, field: str, problem: str) -> None:
+        self.path = str(path)
+        self.record = record
+        self.field = field
+        self.problem = problem
+        super().__init__(
+            f"Invalid input in file '{self.path}', record {record}, field '{field}': {problem}"
+        )
+
+
+class ConfigError(MeraError):
+    """A parameter or configuration value that cannot work."""
+
+
+class LLMCallError(MeraError):
+    """An LLM call that failed after every retry and repair."""

@@ -1,0 +1,450 @@
+"""The atomic-fact memory: one LanceDB table, one row per fact, searched as parent turns.
+
+Search follows MERA: each query string retrieves top atomic facts over the *whole* memory
+(never a graph neighbourhood); every matched fact is replaced by the record of all facts of its
+parent turn, ranked by its best atomic score; results are merged across queries, deduplicated by
+parent turn, and turns already viewed are excluded before ranking (prefilter), so a later round
+always surfaces new turns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from mera_pipelines.core.embedding import Embedder
+from mera_pipelines.core.errors import ConfigError
+from mera_pipelines.core.records import Fact
+
+logger = logging.getLogger(__name__)
+
+FACT_COLUMNS = [f for f in Fact.__dataclass_fields__]
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """Retrieval settings shared by MERA and the baselines, so a gain is the loop's."""
+
+    k: int = 8  # parent turns returned per query
+    fact_fanout: int = 4  # facts fetched per wanted turn, before aggregation
+    mmr_lambda: float | None = None  # e.g. 0.95 (paper); None disables MMR
+    hybrid: bool = False  # add LanceDB native full-text search, fused by reciprocal rank
+    rrf_k: int = 60
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any] | None) -> SearchSettings:
+        params = dict(params or {})
+        unknown = set(params) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ConfigError(f"Unknown retrieval settings {sorted(unknown)}; known: "
+                              f"{sorted(cls.__dataclass_fields__)}")
+        settings = cls(**params)
+        if settings.k < 1 or settings.fact_fanout < 1:
+            raise ConfigError("retrieval.k and retrieval.fact_fanout must be >= 1")
+        if settings.mmr_lambda is not None and not 0.0 <= settings.mmr_lambda <= 1.0:
+            raise ConfigError("retrieval.mmr_lambda must be in [0, 1] or null")
+        return settings
+
+
+@dataclass
+class TurnCandidate:
+    """A parent turn as retrieval returns it: all facts of the turn, ranked by its best fact."""
+
+    memory_id: str
+    turn_id: str
+    speaker: str
+    timestamp: str | None
+    facts: list[str]
+    score: float
+    matched_facts: list[str] = field(default_factory=list)
+    query_indices: list[int] = field(default_factory=list)
+
+    def render(self) -> str:
+        when = self.timestamp or "unknown time"
+        return f"[{self.turn_id}] ({when}, {self.speaker}) " + " ".join(self.facts)
+
+
+@dataclass
+class UpsertStats:
+    memories_written: int = 0
+    memories_unchanged: int = 0
+    facts_written: int = 0
+    embed_seconds: float = 0.0
+    write_seconds: float = 0.0
+
+    @property
+    def facts_per_second(self) -> float:
+        total = self.embed_seconds + self.write_seconds
+        return self.facts_written / total if total > 0 else 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {**vars(self), "facts_per_second": self.facts_per_second}
+
+
+def search_text(text: str, keywords: Sequence[str], topics: Sequence[str]) -> str:
+    """What gets embedded and full-text indexed: the fact with its keywords and topics."""
+    parts = [text]
+    if len(keywords):
+        parts.append("keywords: " + ", ".join(keywords))
+    if len(topics):
+        parts.append("topics: " + ", ".join(topics))
+    return " | ".join(parts)
+
+
+def sql_string(value: str) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+class MemoryIndex:
+    """Handle on the fact table: add / search / delete / describe / close."""
+
+    def __init__(self, uri: str, table_name: str, embedder: Embedder) -> None:
+        import lancedb
+
+        self.uri = uri
+        self.table_name = table_name
+        self.embedder = embedder
+        self._db = lancedb.connect(uri)
+        self._table = self._open_table()
+        self._fts_ready = False
+        if self._table is not None:
+            self._check_embedder()
+            self._fts_ready = any(
+                "search_text" in idx.columns for idx in self._table.list_indices()
+            )
+
+    # ----------------------------------------------------------------- writing
+    def upsert_facts(self, facts: pd.DataFrame, *, progress: bool = False) -> UpsertStats:
+        """Write the facts of each memory in ``facts``, replacing that memory's old rows.
+
+        A memory whose facts (and embedder) are unchanged is skipped: rebuilding costs nothing
+        and never duplicates rows.
+        """
+        missing = [c for c in FACT_COLUMNS if c not in facts.columns]
+        if missing:
+            raise ConfigError(f"Facts table lacks columns {missing}")
+        stats = UpsertStats()
+        if facts.empty:
+            return stats
+        frame = facts.copy()
+        frame["search_text"] = [
+            search_text(t, k, p)
+            for t, k, p in zip(frame["text"], frame["keywords"], frame["topics"], strict=True)
+        ]
+        hashes = {
+            memory_id: self._memory_hash(group)
+            for memory_id, group in frame.groupby("memory_id", sort=False)
+        }
+        existing = self._stored_hashes()
+        changed = [m for m, h in hashes.items() if existing.get(m) != h]
+        stats.memories_unchanged = len(hashes) - len(changed)
+        if not changed:
+            return stats
+        frame = frame[frame["memory_id"].isin(changed)].reset_index(drop=True)
+        frame["memory_hash"] = frame["memory_id"].map(hashes)
+        frame["embedder"] = self.embedder.name
+
+        started = time.perf_counter()
+        vectors = self.embedder.embed(frame["search_text"].tolist(), progress=progress)
+        stats.embed_seconds = time.perf_counter() - started
+
+        started = time.perf_counter()
+        table = self._arrow_table(frame, vectors)
+        if self._table is None:
+            self._table = self._db.create_table(self.table_name, table)
+        else:
+            self._delete_where(f"memory_id IN ({', '.join(sql_string(m) for m in changed)})")
+            self._table.add(table)
+        self._after_write()
+        stats.write_seconds = time.perf_counter() - started
+        stats.memories_written = len(changed)
+        stats.facts_written = len(frame)
+        return stats
+
+    def delete_memory(self, memory_id: str) -> int:
+        return self._delete_and_compact(f"memory_id = {sql_string(memory_id)}")
+
+    def delete_turn(self, memory_id: str, turn_id: str) -> int:
+        return self._delete_and_compact(
+            f"memory_id = {sql_string(memory_id)} AND turn_id = {sql_string(turn_id)}"
+        )
+
+    def compact(self) -> None:
+        """Merge small fragments and drop old table versions (every add makes a version)."""
+        if self._table is None:
+            return
+        with warnings.catch_warnings():
+            # Dropping every old version is safe here: the pipeline is the table's only writer
+            # and readers open the latest version.
+            warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
+            self._table.optimize(cleanup_older_than=timedelta(0))
+
+    # ----------------------------------------------------------------- reading
+    def memory_ids(self) -> list[str]:
+        if self._table is None:
+            return []
+        return sorted(set(self._scan(["memory_id"])["memory_id"].to_pylist()))
+
+    def count(self, memory_id: str | None = None) -> int:
+        if self._table is None:
+            return 0
+        if memory_id is None:
+            return self._table.count_rows()
+        return self._table.count_rows(f"memory_id = {sql_string(memory_id)}")
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "uri": self.uri,
+            "table": self.table_name,
+            "embedder": self.embedder.name,
+            "dim": self.embedder.dim,
+            "facts": self.count(),
+            "memories": len(self.memory_ids()),
+            "versions": len(self._table.list_versions()) if self._table is not None else 0,
+            "full_text_index": self._fts_ready,
+        }
+
+    def search(
+        self,
+        queries: Sequence[str],
+        memory_id: str,
+        settings: SearchSettings = SearchSettings(),
+        exclude_turn_ids: Iterable[str] = (),
+    ) -> list[TurnCandidate]:
+        """Top parent turns for all queries, merged, deduplicated, viewed turns excluded."""
+        per_query = self.search_per_query(queries, memory_id, settings, exclude_turn_ids)
+        return merge_candidates(per_query)
+
+    def search_per_query(
+        self,
+        queries: Sequence[str],
+        memory_id: str,
+        settings: SearchSettings = SearchSettings(),
+        exclude_turn_ids: Iterable[str] = (),
+    ) -> list[list[TurnCandidate]]:
+        queries = [q for q in queries if q and q.strip()]
+        if not queries or self._table is None:
+            return [[] for _ in queries]
+        where = self._where(memory_id, exclude_turn_ids)
+        n_facts = settings.k * settings.fact_fanout
+        vectors = self.embedder.embed(list(queries))
+        dense = self._dense_hits(vectors, where, n_facts)
+        results = []
+        for index, query in enumerate(queries):
+            hits = dense.get(index, [])
+            if settings.hybrid:
+                hits = reciprocal_rank_fusion(
+                    [hits, self._fulltext_hits(query, where, n_facts)], settings.rrf_k
+                )
+            turns = aggregate_to_turns(hits, index)
+            if settings.mmr_lambda is not None:
+                turns = mmr_select(turns, settings.mmr_lambda, settings.k)
+            results.append([candidate for candidate, _ in turns[: settings.k]])
+        return results
+
+    def close(self) -> None:
+        self._table = None
+        self._db = None
+
+    # --------------------------------------------------------------- internals
+    def _open_table(self):
+        try:
+            return self._db.open_table(self.table_name)
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def _scan(self, columns: list[str]) -> pa.Table:
+        """Read a few columns of every row (no vectors), without needing the lance package."""
+        return self._table.search().select(columns).limit(self._table.count_rows()).to_arrow()
+
+    def _check_embedder(self) -> None:
+        row = self._table.search().select(["embedder"]).limit(1).to_list()
+        if row and row[0]["embedder"] != self.embedder.name:
+            raise ConfigError(
+                f"The memory table '{self.table_name}' at {self.uri} was embedded with "
+                f"'{row[0]['embedder']}', but the configured embedder is '{self.embedder.name}'. "
+                "Rebuild the memory (delete the table folder) or configure the same embedder."
+            )
+
+    def _memory_hash(self, group: pd.DataFrame) -> str:
+        digest = hashlib.sha256(self.embedder.name.encode())
+        ordered = group.sort_values("fact_id")
+        for row in ordered[["fact_id", "search_text", "speaker", "timestamp"]].itertuples(
+            index=False
+        ):
+            digest.update(json.dumps(list(row), default=str).encode())
+        for facts in ordered["turn_facts"]:
+            digest.update(json.dumps(list(facts)).encode())
+        return digest.hexdigest()
+
+    def _stored_hashes(self) -> dict[str, str]:
+        if self._table is None:
+            return {}
+        table = self._scan(["memory_id", "memory_hash"])
+        return dict(zip(table["memory_id"].to_pylist(), table["memory_hash"].to_pylist(),
+                        strict=True))
+
+    def _arrow_table(self, frame: pd.DataFrame, vectors: np.ndarray) -> pa.Table:
+        dim = vectors.shape[1] if vectors.ndim == 2 else self.embedder.dim
+        strings = ["fact_id", "memory_id", "turn_id", "text", "speaker", "timestamp",
+                   "source_text", "search_text", "memory_hash", "embedder"]
+        lists = ["keywords", "topics", "turn_facts"]
+        columns: dict[str, pa.Array] = {}
+        for name in strings:
+            columns[name] = pa.array(
+                [None if v is None else str(v) for v in frame[name]], type=pa.string()
+            )
+        for name in lists:
+            columns[name] = pa.array([list(v) for v in frame[name]], type=pa.list_(pa.string()))
+        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel())
+        columns["vector"] = pa.FixedSizeListArray.from_arrays(flat, dim)
+        return pa.table(columns)
+
+    def _after_write(self) -> None:
+        # Native full-text index (no tantivy), rebuilt after each write so hybrid search sees
+        # every fact; then compact, which also drops the versions the write and index made.
+        from lancedb.index import FTS
+
+        self._table.create_index("search_text", config=FTS(), replace=True)
+        self._fts_ready = True
+        self.compact()
+
+    def _delete_where(self, predicate: str) -> int:
+        before = self._table.count_rows()
+        self._table.delete(predicate)
+        return before - self._table.count_rows()
+
+    def _delete_and_compact(self, predicate: str) -> int:
+        if self._table is None:
+            return 0
+        removed = self._delete_where(predicate)
+        if removed:
+            self._after_write()
+        return removed
+
+    @staticmethod
+    def _where(memory_id: str, exclude_turn_ids: Iterable[str]) -> str:
+        where = f"memory_id = {sql_string(memory_id)}"
+        excluded = sorted(set(exclude_turn_ids))
+        if excluded:
+            where += f" AND turn_id NOT IN ({', '.join(sql_string(t) for t in excluded)})"
+        return where
+
+    def _dense_hits(self, vectors: np.ndarray, where: str, n_facts: int) -> dict[int, list[dict]]:
+        query = (
+            self._table.search(list(vectors) if len(vectors) > 1 else vectors[0])
+            .distance_type("cosine")
+            .where(where, prefilter=True)
+            .select(["fact_id", "turn_id", "memory_id", "text", "speaker", "timestamp",
+                     "turn_facts", "vector", "_distance"])
+            .limit(n_facts)
+        )
+        rows = query.to_list()
+        by_query: dict[int, list[dict]] = {}
+        for row in rows:
+            row["score"] = 1.0 - float(row.pop("_distance"))
+            by_query.setdefault(int(row.pop("query_index", 0)), []).append(row)
+        for hits in by_query.values():
+            hits.sort(key=lambda r: -r["score"])
+        return by_query
+
+    def _fulltext_hits(self, query: str, where: str, n_facts: int) -> list[dict]:
+        if not self._fts_ready:
+            return []
+        rows = (
+            self._table.search(query, query_type="fts")
+            .where(where, prefilter=True)
+            .select(["fact_id", "turn_id", "memory_id", "text", "speaker", "timestamp",
+                     "turn_facts", "vector", "_score"])
+            .limit(n_facts)
+            .to_list()
+        )
+        for row in rows:
+            row["score"] = float(row.pop("_score", 0.0))
+        return rows
+
+
+def reciprocal_rank_fusion(rankings: list[list[dict]], rrf_k: int = 60) -> list[dict]:
+    """Fuse ranked fact lists by 1/(rrf_k + rank); the fused score replaces ``score``."""
+    fused: dict[str, dict] = {}
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, row in enumerate(ranking):
+            key = row["fact_id"]
+            fused.setdefault(key, row)
+            scores[key] = scores.get(key, 0.0) + 1.0 / (rrf_k + rank + 1)
+    out = []
+    for key, row in fused.items():
+        out.append({**row, "score": scores[key]})
+    out.sort(key=lambda r: -r["score"])
+    return out
+
+
+def aggregate_to_turns(hits: list[dict], query_index: int) -> list[tuple[TurnCandidate, Any]]:
+    """Fact hits -> parent turns ranked by their best fact (keeping that fact's vector for MMR)."""
+    turns: dict[str, tuple[TurnCandidate, Any]] = {}
+    for row in hits:  # hits arrive best first
+        key = row["turn_id"]
+        if key not in turns:
+            candidate = TurnCandidate(
+                memory_id=row["memory_id"],
+                turn_id=key,
+                speaker=row["speaker"],
+                timestamp=row["timestamp"],
+                facts=list(row["turn_facts"]),
+                score=float(row["score"]),
+                query_indices=[query_index],
+            )
+            turns[key] = (candidate, row.get("vector"))
+        turns[key][0].matched_facts.append(row["text"])
+    return sorted(turns.values(), key=lambda item: -item[0].score)
+
+
+def mmr_select(
+    turns: list[tuple[TurnCandidate, Any]], lambda_: float, k: int
+) -> list[tuple[TurnCandidate, Any]]:
+    """Maximal marginal relevance over candidate turns, using each turn's best-fact vector."""
+    if len(turns) <= 1:
+        return turns
+    vectors = np.asarray([np.asarray(v, dtype=np.float32) for _, v in turns])
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = vectors / np.where(norms == 0, 1, norms)
+    relevance = np.asarray([c.score for c, _ in turns])
+    selected: list[int] = []
+    remaining = list(range(len(turns)))
+    while remaining and len(selected) < k:
+        if selected:
+            redundancy = (vectors[remaining] @ vectors[selected].T).max(axis=1)
+        else:
+            redundancy = np.zeros(len(remaining))
+        marginal = lambda_ * relevance[remaining] - (1 - lambda_) * redundancy
+        best = remaining[int(np.argmax(marginal))]
+        selected.append(best)
+        remaining.remove(best)
+    return [turns[i] for i in selected]
+
+
+def merge_candidates(per_query: list[list[TurnCandidate]]) -> list[TurnCandidate]:
+    """Merge per-query turn lists: dedup by turn, keep the best score, remember every query."""
+    merged: dict[str, TurnCandidate] = {}
+    for candidates in per_query:
+        for candidate in candidates:
+            known = merged.get(candidate.turn_id)
+            if known is None:
+                merged[candidate.turn_id] = TurnCandidate(**{**vars(candidate)})
+                continue
+            known.query_indices = sorted(set(known.query_indices + candidate.query_indices))
+            known.matched_facts = list(dict.fromkeys(known.matched_facts + candidate.matched_facts))
+            known.score = max(known.score, candidate.score)
+    return sorted(merged.values(), key=lambda c: -c.score)

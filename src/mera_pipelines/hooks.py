@@ -1,0 +1,53 @@
+"""Project hooks: per-node wall time into MLflow, and a one-paragraph error for bad input."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any
+
+from kedro.framework.hooks import hook_impl
+
+from mera_pipelines.core.errors import MeraError
+
+logger = logging.getLogger(__name__)
+
+
+def find_mera_error(error: BaseException | None) -> MeraError | None:
+    """Kedro wraps dataset errors; walk the cause chain to the error a user should read."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, MeraError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+class RunReportHooks:
+    def __init__(self) -> None:
+        self._node_started: dict[str, float] = {}
+
+    @hook_impl
+    def before_node_run(self, node: Any) -> None:
+        self._node_started[node.name] = time.perf_counter()
+
+    @hook_impl
+    def after_node_run(self, node: Any) -> None:
+        started = self._node_started.pop(node.name, None)
+        if started is None:
+            return
+        seconds = time.perf_counter() - started
+        logger.info("Node %s took %.1f s", node.name, seconds)
+        import mlflow
+
+        if mlflow.active_run() is not None:
+            mlflow.log_metric(f"seconds.{node.name}", seconds)
+
+    @hook_impl
+    def on_pipeline_error(self, error: Exception) -> None:
+        user_error = find_mera_error(error)
+        if user_error is not None:
+            # Printed last so the reason is the final thing on screen, after Kedro's traceback.
+            print(f"\nERROR: {user_error}\n", file=sys.stderr)
