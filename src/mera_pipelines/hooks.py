@@ -49,5 +49,5 @@ class RunReportHooks:
     def on_pipeline_error(self, error: Exception) -> None:
         user_error = find_mera_error(error)
         if user_error is not None:
-            # Printed last so the reason is the final thing on screen, after Kedro's traceback.
+            # One readable paragraph ahead of the traceback Kedro prints for the same error.
             print(f"\nERROR: {user_error}\n", file=sys.stderr)

@@ -45,7 +45,9 @@ def fact_rows(memory_id: str, turns: dict[str, list[str]]) -> pd.DataFrame:
 @pytest.fixture
 def index(tmp_path) -> MemoryIndex:
     memory = MemoryIndex(str(tmp_path / "db"), "facts", HashingEmbedder())
-    memory.upsert_facts(pd.concat([fact_rows("m1", TURNS), fact_rows("m2", {"X1:1": ["Maya dog"]})]))
+    memory.upsert_facts(
+        pd.concat([fact_rows("m1", TURNS), fact_rows("m2", {"X1:1": ["Maya dog"]})])
+    )
     return memory
 
 
@@ -72,8 +74,9 @@ def test_viewed_turns_are_excluded_before_ranking(index):
 
 
 def test_queries_are_merged_and_deduplicated_by_turn(index):
-    merged = index.search(["Pepper dog", "Pepper vizsla", "Jonas nurse Berlin"], "m1",
-                          SearchSettings(k=1))
+    merged = index.search(
+        ["Pepper dog", "Pepper vizsla", "Jonas nurse Berlin"], "m1", SearchSettings(k=1)
+    )
     turn_ids = [c.turn_id for c in merged]
     assert len(turn_ids) == len(set(turn_ids))
     assert set(turn_ids) == {"D1:1", "D1:2"}

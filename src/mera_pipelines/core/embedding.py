@@ -80,7 +80,9 @@ def resolve_model_path(name: str) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def load_embedder(name: str = PACKAGED_MINILM, device: str = "cpu", batch_size: int = 64) -> Embedder:
+def load_embedder(
+    name: str = PACKAGED_MINILM, device: str = "cpu", batch_size: int = 64
+) -> Embedder:
     """Load once per process: model loading costs seconds, embedding a query milliseconds."""
     model_path = resolve_model_path(name)
     logger.info("Loading embedding model %s from %s", name, model_path)

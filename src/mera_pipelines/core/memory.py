@@ -30,6 +30,18 @@ from mera_pipelines.core.records import Fact
 logger = logging.getLogger(__name__)
 
 FACT_COLUMNS = [f for f in Fact.__dataclass_fields__]
+# What a search reads per matched fact: enough to build the parent-turn record, and the vector
+# for MMR. The score column is named explicitly (LanceDB stops auto-projecting it).
+HIT_COLUMNS = [
+    "fact_id",
+    "turn_id",
+    "memory_id",
+    "text",
+    "speaker",
+    "timestamp",
+    "turn_facts",
+    "vector",
+]
 
 
 @dataclass(frozen=True)
@@ -47,8 +59,10 @@ class SearchSettings:
         params = dict(params or {})
         unknown = set(params) - set(cls.__dataclass_fields__)
         if unknown:
-            raise ConfigError(f"Unknown retrieval settings {sorted(unknown)}; known: "
-                              f"{sorted(cls.__dataclass_fields__)}")
+            raise ConfigError(
+                f"Unknown retrieval settings {sorted(unknown)}; known: "
+                f"{sorted(cls.__dataclass_fields__)}"
+            )
         settings = cls(**params)
         if settings.k < 1 or settings.fact_fanout < 1:
             raise ConfigError("retrieval.k and retrieval.fact_fanout must be >= 1")
@@ -292,13 +306,24 @@ class MemoryIndex:
         if self._table is None:
             return {}
         table = self._scan(["memory_id", "memory_hash"])
-        return dict(zip(table["memory_id"].to_pylist(), table["memory_hash"].to_pylist(),
-                        strict=True))
+        return dict(
+            zip(table["memory_id"].to_pylist(), table["memory_hash"].to_pylist(), strict=True)
+        )
 
     def _arrow_table(self, frame: pd.DataFrame, vectors: np.ndarray) -> pa.Table:
         dim = vectors.shape[1] if vectors.ndim == 2 else self.embedder.dim
-        strings = ["fact_id", "memory_id", "turn_id", "text", "speaker", "timestamp",
-                   "source_text", "search_text", "memory_hash", "embedder"]
+        strings = [
+            "fact_id",
+            "memory_id",
+            "turn_id",
+            "text",
+            "speaker",
+            "timestamp",
+            "source_text",
+            "search_text",
+            "memory_hash",
+            "embedder",
+        ]
         lists = ["keywords", "topics", "turn_facts"]
         columns: dict[str, pa.Array] = {}
         for name in strings:
@@ -346,8 +371,7 @@ class MemoryIndex:
             self._table.search(list(vectors) if len(vectors) > 1 else vectors[0])
             .distance_type("cosine")
             .where(where, prefilter=True)
-            .select(["fact_id", "turn_id", "memory_id", "text", "speaker", "timestamp",
-                     "turn_facts", "vector", "_distance"])
+            .select([*HIT_COLUMNS, "_distance"])
             .limit(n_facts)
         )
         rows = query.to_list()
@@ -365,8 +389,7 @@ class MemoryIndex:
         rows = (
             self._table.search(query, query_type="fts")
             .where(where, prefilter=True)
-            .select(["fact_id", "turn_id", "memory_id", "text", "speaker", "timestamp",
-                     "turn_facts", "vector", "_score"])
+            .select([*HIT_COLUMNS, "_score"])
             .limit(n_facts)
             .to_list()
         )

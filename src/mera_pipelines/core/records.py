@@ -6,6 +6,7 @@ own haystack). A *parent turn id* such as ``D1:3`` is unique within its memory.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeVar
 
@@ -85,6 +86,6 @@ def _plain(value: Any) -> Any:
         value = value.tolist()
     if isinstance(value, list):
         return [_plain(v) for v in value]
-    if isinstance(value, float) and value != value:  # NaN from parquet nulls
+    if isinstance(value, float) and math.isnan(value):  # parquet nulls come back as NaN
         return None
     return value

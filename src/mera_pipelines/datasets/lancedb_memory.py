@@ -50,8 +50,12 @@ class LanceDBMemoryDataset(AbstractDataset[pd.DataFrame, MemoryIndex]):
         self.last_upsert = stats.as_dict()
         logger.info(
             "Memory table %s/%s: %d memories written, %d unchanged, %d facts at %.0f facts/s",
-            self._uri, self._table_name, stats.memories_written, stats.memories_unchanged,
-            stats.facts_written, stats.facts_per_second,
+            self._uri,
+            self._table_name,
+            stats.memories_written,
+            stats.memories_unchanged,
+            stats.facts_written,
+            stats.facts_per_second,
         )
         index.close()
         _log_to_active_mlflow_run(self.last_upsert)

@@ -14,18 +14,19 @@ def canonical_tables(
     source: IngestResult, source_params: dict[str, Any]
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any], dict[str, Any]]:
     """Split the validated source into tables, the ingest report and MLflow metrics."""
-    report = {**source.report(), "source": {"path": str(source_params["path"]),
-                                            "format": source_params["format"]}}
+    report = {
+        **source.report(),
+        "source": {"path": str(source_params["path"]), "format": source_params["format"]},
+    }
     metrics = {
-        f"ingest.{key}": {"value": float(report[key]), "step": 0}
+        key: {"value": float(report[key]), "step": 0}
         for key in ("conversations", "sessions", "turns", "questions")
     }
     metrics.update(
-        {f"ingest.dropped.{k}": {"value": float(v), "step": 0} for k, v in report["dropped"].items()}
+        {f"dropped.{k}": {"value": float(v), "step": 0} for k, v in report["dropped"].items()}
     )
     metrics.update(
-        {f"ingest.repaired.{k}": {"value": float(v), "step": 0}
-         for k, v in report["repaired"].items()}
+        {f"repaired.{k}": {"value": float(v), "step": 0} for k, v in report["repaired"].items()}
     )
     return (
         to_frame(source.conversations, Conversation),

@@ -25,7 +25,30 @@ def extract_facts(
         concurrency=int(params.get("concurrency", 1)),
         progress=bool(params.get("progress", True)),
     )
-    return to_frame(result.facts, Fact), pd.DataFrame(result.stats)
+    return to_frame(result.facts, Fact), extraction_stats_frame(result.stats.values())
+
+
+def extraction_stats_frame(stats) -> pd.DataFrame:
+    """One row per memory; failed turns listed by id and reason, never silently dropped."""
+    rows = []
+    for memory in stats:
+        row = memory.as_dict()
+        row["failures"] = len(memory.failures)
+        row["failed_turns"] = "; ".join(f"{f.turn_id}: {f.reason}" for f in memory.failures)
+        rows.append(row)
+    columns = [
+        "memory_id",
+        "extractor",
+        "turns",
+        "facts",
+        "tokens_in",
+        "tokens_out",
+        "fallbacks",
+        "filled_empty",
+        "failures",
+        "failed_turns",
+    ]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def index_rows(facts: pd.DataFrame) -> pd.DataFrame:
@@ -48,15 +71,14 @@ def summarise_memory(
             "in": int(extraction_stats["tokens_in"].sum()) if len(extraction_stats) else 0,
             "out": int(extraction_stats["tokens_out"].sum()) if len(extraction_stats) else 0,
         },
-        "extraction_failures": int(extraction_stats["failures"].sum())
-        if "failures" in extraction_stats
-        else 0,
+        "extraction_failures": int(extraction_stats["failures"].sum()),
+        "extraction_fallbacks": int(extraction_stats["fallbacks"].sum()),
     }
     metrics = {
-        "memory.facts": {"value": float(report["facts"]), "step": 0},
-        "memory.facts_per_turn": {"value": float(report["facts_per_turn"]), "step": 0},
-        "memory.offline_tokens_in": {"value": float(report["offline_tokens"]["in"]), "step": 0},
-        "memory.offline_tokens_out": {"value": float(report["offline_tokens"]["out"]), "step": 0},
-        "memory.extraction_failures": {"value": float(report["extraction_failures"]), "step": 0},
+        "facts": {"value": float(report["facts"]), "step": 0},
+        "facts_per_turn": {"value": float(report["facts_per_turn"]), "step": 0},
+        "offline_tokens_in": {"value": float(report["offline_tokens"]["in"]), "step": 0},
+        "offline_tokens_out": {"value": float(report["offline_tokens"]["out"]), "step": 0},
+        "extraction_failures": {"value": float(report["extraction_failures"]), "step": 0},
     }
     return report, metrics

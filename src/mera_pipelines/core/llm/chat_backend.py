@@ -1,0 +1,194 @@
+"""What every concrete backend shares: the response cache, the JSON re-ask, usage accounting.
+
+A backend subclasses :class:`CachingChatBackend` and implements only ``_generate``: one request
+to its model, returning the raw text and token counts.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from typing import Any
+
+from mera_pipelines.core.errors import LLMCallError
+from mera_pipelines.core.llm.base import ChatMessage, Completion, TokenUsage
+from mera_pipelines.core.llm.cache import CachedResponse, ResponseCache, cache_key
+from mera_pipelines.core.llm.json_repair import (
+    RawReply,
+    complete_json_with_one_reask,
+    parse_json_with_flag,
+)
+
+
+class CachingChatBackend(ABC):
+    """Implements the LLMBackend protocol on top of ``_generate``."""
+
+    model_name: str
+    kind: str = "chat"  # the factory's name for this backend, shown in reports
+
+    def __init__(self, model_name: str, cache: ResponseCache | None = None) -> None:
+        self.model_name = model_name
+        self.cache = cache
+        self.usage = TokenUsage()
+        self._usage_lock = threading.Lock()
+        # How many requests callers may run at once (map_bounded); set by the factory.
+        self.concurrency = 1
+
+    @abstractmethod
+    def _generate(
+        self, messages: list[ChatMessage], *, max_tokens: int, temperature: float, want_json: bool
+    ) -> RawReply:
+        """One request to the model. Raise LLMCallError when it cannot be answered."""
+
+    def describe(self) -> dict[str, Any]:
+        """What produced the numbers, for reports (never a secret)."""
+        return {"kind": self.kind, "model": self.model_name, "cache": self.cache is not None}
+
+    def _cache_extra(self) -> dict[str, Any] | None:
+        """Backend options that change replies and so belong in the cache key."""
+        return None
+
+    def complete(
+        self,
+        messages: list[ChatMessage],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        cache_tag: str | None = None,
+    ) -> Completion:
+        key = self._key(messages, max_tokens, temperature, json_mode=False)
+        hit = self._cache_get(key)
+        if hit is not None:
+            self._count(cached_calls=1)
+            return Completion(hit.text, hit.tokens_in, hit.tokens_out, self.model_name, cached=True)
+        reply = self._generate_counted(
+            messages, max_tokens=max_tokens, temperature=temperature, want_json=False
+        )
+        self._cache_put(
+            key,
+            text=reply.text,
+            tokens_in=reply.tokens_in,
+            tokens_out=reply.tokens_out,
+            tag=cache_tag,
+            repaired=False,
+            json_mode=False,
+        )
+        return Completion(reply.text, reply.tokens_in, reply.tokens_out, self.model_name)
+
+    def complete_json(
+        self,
+        messages: list[ChatMessage],
+        *,
+        schema: dict[str, Any] | None = None,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        cache_tag: str | None = None,
+    ) -> Completion:
+        key = self._key(messages, max_tokens, temperature, json_mode=True, schema=schema)
+        hit = self._cache_get(key)
+        if hit is not None:
+            try:
+                parsed = parse_json_with_flag(hit.text).value
+            except ValueError:
+                parsed = None  # cannot happen for rows we wrote; treat it as a miss
+            else:
+                self._count(cached_calls=1)
+                return Completion(
+                    hit.text,
+                    hit.tokens_in,
+                    hit.tokens_out,
+                    self.model_name,
+                    cached=True,
+                    parsed=parsed,
+                    repaired=hit.repaired,
+                )
+
+        def call(request: list[ChatMessage]) -> RawReply:
+            return self._generate_counted(
+                request, max_tokens=max_tokens, temperature=temperature, want_json=True
+            )
+
+        try:
+            reply = complete_json_with_one_reask(call, messages, schema, self.model_name)
+        except LLMCallError:
+            self._count(failed_calls=1)
+            raise
+        if reply.repaired:
+            self._count(repaired_calls=1)
+        self._cache_put(
+            key,
+            text=reply.text,
+            tokens_in=reply.tokens_in,
+            tokens_out=reply.tokens_out,
+            tag=cache_tag,
+            repaired=reply.repaired,
+            json_mode=True,
+        )
+        return Completion(
+            reply.text,
+            reply.tokens_in,
+            reply.tokens_out,
+            self.model_name,
+            parsed=reply.value,
+            repaired=reply.repaired,
+        )
+
+    def _generate_counted(
+        self, messages: list[ChatMessage], *, max_tokens: int, temperature: float, want_json: bool
+    ) -> RawReply:
+        try:
+            reply = self._generate(
+                messages, max_tokens=max_tokens, temperature=temperature, want_json=want_json
+            )
+        except LLMCallError:
+            # complete_json counts its own failures once, whichever of its two calls failed.
+            if not want_json:
+                self._count(failed_calls=1)
+            raise
+        self._count(calls=1, tokens_in=reply.tokens_in, tokens_out=reply.tokens_out)
+        return reply
+
+    def _key(
+        self,
+        messages: list[ChatMessage],
+        max_tokens: int,
+        temperature: float,
+        *,
+        json_mode: bool,
+        schema: dict[str, Any] | None = None,
+    ) -> str:
+        extra = dict(self._cache_extra() or {})
+        if schema:
+            extra["schema"] = schema  # the same prompt checked against another shape may differ
+        return cache_key(self.model_name, messages, max_tokens, temperature, json_mode, extra=extra)
+
+    def _cache_get(self, key: str) -> CachedResponse | None:
+        return None if self.cache is None else self.cache.get(key)
+
+    def _cache_put(
+        self,
+        key: str,
+        *,
+        text: str,
+        tokens_in: int,
+        tokens_out: int,
+        tag: str | None,
+        repaired: bool,
+        json_mode: bool,
+    ) -> None:
+        if self.cache is not None:
+            self.cache.put(
+                key,
+                CachedResponse(
+                    text, tokens_in, tokens_out, self.model_name, tag, repaired, json_mode
+                ),
+            )
+
+    def _count(self, **counts: int) -> None:
+        with self._usage_lock:
+            self.usage.add(TokenUsage(**counts))
+
+    def usage_snapshot(self) -> TokenUsage:
+        """A copy of the counts so far, safe to read while other threads keep calling."""
+        with self._usage_lock:
+            return TokenUsage(**self.usage.as_dict())

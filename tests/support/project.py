@@ -1,0 +1,43 @@
+"""A throwaway copy of the Kedro project (conf + demo data) so runs never touch the repo's data/."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def make_project_copy(target: Path) -> Path:
+    shutil.copy(REPO_ROOT / "pyproject.toml", target / "pyproject.toml")
+    shutil.copytree(
+        REPO_ROOT / "conf", target / "conf", ignore=shutil.ignore_patterns("credentials.yml")
+    )
+    shutil.copytree(REPO_ROOT / "data" / "01_raw" / "demo", target / "data" / "01_raw" / "demo")
+    # Kedro checks that the source dir exists; the package itself is the installed one.
+    (target / "src").mkdir()
+    return target
+
+
+def kedro_cli(project: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run the real `kedro` CLI of this interpreter's environment inside ``project``."""
+    env = {
+        **os.environ,
+        "KEDRO_DISABLE_TELEMETRY": "true",
+        "DO_NOT_TRACK": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    kedro = Path(sys.executable).parent / "kedro"
+    return subprocess.run(
+        [str(kedro), *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

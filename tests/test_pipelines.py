@@ -1,0 +1,126 @@
+"""End to end through the real `kedro` CLI, in a throwaway copy of the project.
+
+These are the README's commands: the default run (ingest + memory) on the bundled demo, the
+run contract's --params for another source, and bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mera_pipelines.core.embedding import load_embedder
+from mera_pipelines.core.memory import MemoryIndex
+from tests.support.project import REPO_ROOT, kedro_cli, make_project_copy
+
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "sources"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    return make_project_copy(tmp_path_factory.mktemp("project"))
+
+
+@pytest.fixture(scope="module")
+def default_run(project):
+    result = kedro_cli(project, "run")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def latest(project: Path, dataset_path: str) -> pd.DataFrame:
+    versions = sorted((project / dataset_path).iterdir())
+    return pd.read_parquet(versions[-1] / Path(dataset_path).name)
+
+
+def mlflow_runs(project: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(project / "mlflow.db") as db:
+        return db.execute("SELECT run_uuid, status FROM runs ORDER BY start_time").fetchall()
+
+
+def mlflow_metric(project: Path, run_id: str, key: str) -> float:
+    with sqlite3.connect(project / "mlflow.db") as db:
+        row = db.execute(
+            "SELECT value FROM latest_metrics WHERE run_uuid = ? AND key = ?", (run_id, key)
+        ).fetchone()
+    assert row is not None, f"metric {key} missing from run {run_id}"
+    return row[0]
+
+
+def test_default_run_ingests_the_demo_and_reports_the_contract(project, default_run):
+    report = json.loads((project / "data/08_reporting/ingest_report.json").read_text())
+    assert report["conversations"] == 3
+    assert report["questions"] == sum(report["questions_by_category"].values())
+    assert set(report["questions_by_category"]) == {"1", "2", "3", "4", "5"}
+    assert report["turns"] == len(latest(project, "data/03_primary/turns.parquet"))
+    assert {"dropped", "repaired", "sessions"} <= set(report)
+
+
+def test_default_run_builds_the_memory_table_from_the_facts(project, default_run):
+    facts = latest(project, "data/04_feature/facts.parquet")
+    turns = latest(project, "data/03_primary/turns.parquet")
+    assert set(facts["turn_id"] + facts["memory_id"]) == set(turns["turn_id"] + turns["memory_id"])
+    index = MemoryIndex(
+        str(project / "data/05_model_input/memory.lancedb"), "facts", load_embedder()
+    )
+    assert index.count() == len(facts)
+    assert index.memory_ids() == sorted(turns["memory_id"].unique())
+    memory = json.loads((project / "data/08_reporting/memory_report.json").read_text())
+    assert memory["facts"] == len(facts) and memory["facts_per_turn"] >= 1.0
+
+
+def test_each_run_is_one_mlflow_run_with_metrics(project, default_run):
+    [(run_id, status), *_] = mlflow_runs(project)
+    assert status == "FINISHED"
+    assert mlflow_metric(project, run_id, "ingest.questions") > 0
+    assert mlflow_metric(project, run_id, "memory.facts") > 0
+    assert mlflow_metric(project, run_id, "memory.upsert.facts_per_second") > 0
+    assert mlflow_metric(project, run_id, "seconds.extract_facts") >= 0
+
+
+def test_rerun_adds_no_rows_and_embeds_nothing(project, default_run):
+    before = len(latest(project, "data/04_feature/facts.parquet"))
+    result = kedro_cli(project, "run", "--pipelines=memory")
+    assert result.returncode == 0, result.stderr[-3000:]
+    index = MemoryIndex(
+        str(project / "data/05_model_input/memory.lancedb"), "facts", load_embedder()
+    )
+    assert index.count() == before
+    run_id = mlflow_runs(project)[-1][0]
+    assert mlflow_metric(project, run_id, "memory.upsert.memories_unchanged") == 3
+    assert mlflow_metric(project, run_id, "memory.upsert.facts_written") == 0
+
+
+def test_params_select_another_source(project, default_run):
+    source = FIXTURES / "turns_questions.jsonl"
+    result = kedro_cli(
+        project, "run", "--pipelines=ingest", f"--params=source.path={source},source.format=jsonl"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((project / "data/08_reporting/ingest_report.json").read_text())
+    assert report["source"] == {"path": str(source), "format": "jsonl"}
+    assert report["source_format"] == "jsonl"
+
+
+def test_bad_input_fails_clearly_and_writes_nothing(project, default_run, tmp_path):
+    bad = tmp_path / "broken.json"
+    bad.write_text('[{"sample_id": "c1", "conversation": {"speaker_a": "A"}}]')
+    versions_before = sorted((project / "data/03_primary/turns.parquet").iterdir())
+    result = kedro_cli(
+        project, "run", "--pipelines=ingest", f"--params=source.path={bad},source.format=locomo"
+    )
+    assert result.returncode != 0
+    message = next(line for line in result.stderr.splitlines() if line.startswith("ERROR: "))
+    assert str(bad) in message and "sample" in message and "field" in message
+    assert sorted((project / "data/03_primary/turns.parquet").iterdir()) == versions_before
+    assert mlflow_runs(project)[-1][1] == "FAILED"
+
+
+def test_unknown_format_is_refused(project, default_run):
+    result = kedro_cli(project, "run", "--pipelines=ingest", "--params=source.format=csv")
+    assert result.returncode != 0
+    assert "source.format" in result.stderr and "locomo" in result.stderr
