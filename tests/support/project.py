@@ -22,9 +22,12 @@ def make_project_copy(target: Path) -> Path:
     return target
 
 
-def kedro_cli(project: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+def kedro_cli(
+    project: Path, *args: str, timeout: int = 600, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """Run the real `kedro` CLI of this interpreter's environment inside ``project``."""
     env = {
+        **(extra_env or {}),
         **os.environ,
         "KEDRO_DISABLE_TELEMETRY": "true",
         "DO_NOT_TRACK": "1",

@@ -89,3 +89,60 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float) and math.isnan(value):  # parquet nulls come back as NaN
         return None
     return value
+
+
+@dataclass
+class Intent:
+    """One planner intent I = (d, k, c): the desired fact, key entities/concepts, topic labels."""
+
+    desired_fact: str
+    entities: list[str] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)
+
+    def query_text(self) -> str:
+        """The retrieval query: the intent's fields concatenated (as in the paper)."""
+        parts = [self.desired_fact.strip(), " ".join(self.entities), " ".join(self.topics)]
+        return " ".join(p for p in parts if p)
+
+
+@dataclass
+class RoleUsage:
+    """Tokens and calls spent by one role (planner, verifier, answerer, ...)."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    calls: int = 0
+    parse_failures: int = 0
+
+
+@dataclass
+class RoundLog:
+    round: int  # 1-based
+    intents: list[Intent]
+    queries: list[str]
+    retrieved_turn_ids: list[str]  # new turns shown to the verifier this round
+    accepted_turn_ids: list[str]  # admitted by the verifier this round
+    graph_nodes: int
+    graph_relations: int
+    sufficient: bool
+    recall_retrieved: float | None = None  # cumulative gold-turn recall (None without gold)
+    recall_accepted: float | None = None
+    usage: dict[str, RoleUsage] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+@dataclass
+class Trajectory:
+    """One question through a system: every round, why it stopped, the answer."""
+
+    question_id: str
+    memory_id: str
+    system: str
+    rounds: list[RoundLog]
+    termination: str  # sufficient | exhausted | max_rounds | single_shot
+    answer: str
+    viewed_turn_ids: list[str]
+    accepted_turn_ids: list[str]
+    graph: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, RoleUsage] = field(default_factory=dict)
+    seconds: float = 0.0
