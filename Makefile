@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: install
-	$(BIN)/kedro run $(ARGS)
+	$(BIN)/kedro run --pipeline=evaluate $(ARGS)
 
 # pytest exits 5 when it collects nothing (e.g. a -k filter that matches no test): say so, don't fail.
 test: install

@@ -95,15 +95,40 @@ def test_rerun_adds_no_rows_and_embeds_nothing(project, default_run):
     assert mlflow_metric(project, run_id, "memory.upsert.facts_written") == 0
 
 
+def test_default_run_evaluates_systems_side_by_side(project, default_run):
+    summary = json.loads((project / "data/08_reporting/evaluate_summary.json").read_text())
+    assert summary["source"]["format"] == "locomo"
+    assert {"mera", "naive_rag", "flat"} <= set(summary["systems"])
+    mera = summary["systems"]["mera"]
+    assert mera["n_questions"] == 63 and mera["accuracy"] is None
+    assert mera["evidence_recall_by_round"][0] == mera["round1_recall"]
+    assert mera["evidence_recall_by_round"][-1] == mera["evidence_recall_final"]
+    naive = summary["systems"]["naive_rag"]
+    assert naive["mean_turns_viewed"] == round(mera["mean_turns_viewed"])
+    assert "category 5" in summary["recall_note"]
+    plots = {p.name for p in (project / "data/08_reporting/plots").iterdir()}
+    assert "recall_by_round.png" in plots
+    [(run_id, _), *_] = mlflow_runs(project)
+    assert mlflow_metric(project, run_id, "evaluate.mera.evidence_recall_final") == pytest.approx(
+        mera["evidence_recall_final"]
+    )
+
+
 def test_params_select_another_source(project, default_run):
     source = FIXTURES / "turns_questions.jsonl"
     result = kedro_cli(
-        project, "run", "--pipelines=ingest", f"--params=source.path={source},source.format=jsonl"
+        project,
+        "run",
+        "--pipelines=evaluate",
+        f"--params=source.path={source},source.format=jsonl",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((project / "data/08_reporting/ingest_report.json").read_text())
     assert report["source"] == {"path": str(source), "format": "jsonl"}
     assert report["source_format"] == "jsonl"
+    summary = json.loads((project / "data/08_reporting/evaluate_summary.json").read_text())
+    assert summary["source"]["format"] == "jsonl"
+    assert summary["systems"]["mera"]["n_questions"] == report["questions"]
 
 
 def test_bad_input_fails_clearly_and_writes_nothing(project, default_run, tmp_path):

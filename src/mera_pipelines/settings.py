@@ -3,6 +3,7 @@
 import warnings
 
 from kedro.config import OmegaConfigLoader
+from omegaconf.resolvers import oc
 
 from mera_pipelines.hooks import RunReportHooks
 
@@ -17,6 +18,10 @@ CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {
     "base_env": "base",
     "default_run_env": "local",
+    # An environment overrides single keys (e.g. llm.planner) without restating the rest.
+    # Server URLs and model names may come from the environment (never keys: credentials.yml).
+    "custom_resolvers": {"oc.env": oc.env},
+    "merge_strategy": {"globals": "soft", "parameters": "soft", "catalog": "soft"},
     "config_patterns": {
         "parameters": ["parameters*", "parameters*/**", "**/parameters*"],
     },

@@ -53,6 +53,9 @@ class SearchSettings:
     mmr_lambda: float | None = None  # e.g. 0.95 (paper); None disables MMR
     hybrid: bool = False  # add LanceDB native full-text search, fused by reciprocal rank
     rrf_k: int = 60
+    # How turns found by several queries are ranked: "max" (best score of any query) or "rrf"
+    # (reciprocal rank over the queries, which keeps one query's score scale from dominating).
+    query_fusion: str = "max"
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None) -> SearchSettings:
@@ -66,6 +69,8 @@ class SearchSettings:
         settings = cls(**params)
         if settings.k < 1 or settings.fact_fanout < 1:
             raise ConfigError("retrieval.k and retrieval.fact_fanout must be >= 1")
+        if settings.query_fusion not in ("max", "rrf"):
+            raise ConfigError("retrieval.query_fusion must be 'max' or 'rrf'")
         if settings.mmr_lambda is not None and not 0.0 <= settings.mmr_lambda <= 1.0:
             raise ConfigError("retrieval.mmr_lambda must be in [0, 1] or null")
         return settings
@@ -238,6 +243,8 @@ class MemoryIndex:
     ) -> list[TurnCandidate]:
         """Top parent turns for all queries, merged, deduplicated, viewed turns excluded."""
         per_query = self.search_per_query(queries, memory_id, settings, exclude_turn_ids)
+        if settings.query_fusion == "rrf":
+            return merge_candidates_rrf(per_query, settings.rrf_k)
         return merge_candidates(per_query)
 
     def search_per_query(
@@ -470,4 +477,18 @@ def merge_candidates(per_query: list[list[TurnCandidate]]) -> list[TurnCandidate
             known.query_indices = sorted(set(known.query_indices + candidate.query_indices))
             known.matched_facts = list(dict.fromkeys(known.matched_facts + candidate.matched_facts))
             known.score = max(known.score, candidate.score)
+    return sorted(merged.values(), key=lambda c: -c.score)
+
+
+def merge_candidates_rrf(
+    per_query: list[list[TurnCandidate]], rrf_k: int = 60
+) -> list[TurnCandidate]:
+    """Merge per-query turn lists by reciprocal rank; ties keep the earlier query's order."""
+    fused: dict[str, float] = {}
+    for candidates in per_query:
+        for rank, candidate in enumerate(candidates):
+            fused[candidate.turn_id] = fused.get(candidate.turn_id, 0.0) + 1.0 / (rrf_k + rank + 1)
+    merged = {c.turn_id: c for c in merge_candidates(per_query)}
+    for turn_id, score in fused.items():
+        merged[turn_id].score = score
     return sorted(merged.values(), key=lambda c: -c.score)

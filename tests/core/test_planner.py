@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+import json
+
+from mera_pipelines.core.llm.openai_backend import OpenAIBackend
+from mera_pipelines.core.roles.planner import (
+    HeuristicPlanner,
+    LLMPlanner,
+    PlannerState,
+    is_repeat,
+    parse_intents,
+)
+from tests.support import openai_stub
+from tests.support.openai_stub import Reply
+
+stub_server = openai_stub.stub_server
+
+QUESTION = "What breed is the dog of the friend Maya met at the climbing gym?"
+
+
+def state(round_index=1, history=(), anchors=(), new_anchors=(), uncovered=()):
+    return PlannerState(
+        QUESTION,
+        "",
+        list(history),
+        list(anchors),
+        list(new_anchors),
+        list(uncovered),
+        round_index,
+        max_intents=3,
+    )
+
+
+def test_first_round_asks_the_question_and_its_key_terms():
+    intents = HeuristicPlanner().plan(state()).intents
+    assert intents[0].desired_fact == QUESTION
+    assert "Maya" in intents[0].entities
+    assert "climbing" in intents[1].query_text() and "?" not in intents[1].query_text()
+
+
+def test_later_rounds_follow_new_anchors_and_never_repeat():
+    first = [i.query_text() for i in HeuristicPlanner().plan(state()).intents]
+    second = (
+        HeuristicPlanner()
+        .plan(
+            state(2, history=first, anchors=["Jonas"], new_anchors=["Jonas"], uncovered=["breed"])
+        )
+        .intents
+    )
+    assert second[0].entities == ["Jonas"]
+    assert not any(is_repeat(i.query_text(), first) for i in second)
+    assert len(second) <= 3
+
+
+def test_repeats_are_detected_by_word_set():
+    assert is_repeat("gym climbing Maya", ["Maya climbing gym"])
+    assert not is_repeat("Jonas dog", ["Maya climbing gym"])
+
+
+def test_parse_intents_accepts_common_shapes_and_drops_junk():
+    assert [i.desired_fact for i in parse_intents({"intents": [{"desired_fact": "a"}, 3, {}]})] == [
+        "a"
+    ]
+    assert parse_intents([{"query": "b", "entities": "X, Y"}])[0].entities == ["X", "Y"]
+    assert parse_intents({"desired_fact": "c"})[0].desired_fact == "c"
+    assert parse_intents("nonsense") == []
+
+
+def test_llm_planner_reads_intents_from_a_real_server(stub_server):
+    reply = {
+        "intents": [
+            {"desired_fact": "Jonas's dog breed", "entities": ["Jonas"], "topics": ["pets"]}
+        ]
+    }
+    stub_server.enqueue(Reply(json.dumps(reply), prompt_tokens=50, completion_tokens=12))
+    backend = OpenAIBackend("planner-model", base_url=stub_server.base_url, api_key="k")
+    result = LLMPlanner(backend).plan(state(2, new_anchors=["Jonas"], anchors=["Jonas"]))
+    assert [i.query_text() for i in result.intents] == ["Jonas's dog breed Jonas pets"]
+    assert (result.tokens_in, result.tokens_out, result.parse_failed) == (50, 12, False)
+    prompt = stub_server.chat_requests[0].messages[-1]["content"]
+    assert QUESTION in prompt and "Jonas" in prompt
+
+
+def test_unparseable_llm_plan_is_counted_and_the_heuristic_steps_in(stub_server):
+    stub_server.enqueue(Reply.malformed_json(), Reply.malformed_json())
+    backend = OpenAIBackend(
+        "planner-model", base_url=stub_server.base_url, api_key="k", max_retries=0
+    )
+    result = LLMPlanner(backend).plan(state())
+    assert result.parse_failed and result.error
+    assert result.intents[0].desired_fact == QUESTION
+
+
+def test_question_continuation_reads_further_down_the_questions_ranking():
+    first = [i.query_text() for i in HeuristicPlanner().plan(state()).intents]
+    planner = HeuristicPlanner(continue_question=True)
+    second = planner.plan(state(2, history=first, new_anchors=["Jonas"], anchors=["Jonas"]))
+    assert second.intents[-1].desired_fact == QUESTION
+    assert second.intents[0].entities == ["Jonas"] and len(second.intents) <= 3
