@@ -14,12 +14,10 @@ Two implementations behind one interface (``Answerer``):
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from importlib import resources
 from typing import Any, Protocol
 
 from mera_pipelines.core.errors import ConfigError, MeraError
@@ -27,7 +25,13 @@ from mera_pipelines.core.llm.base import LLMBackend
 from mera_pipelines.core.memory import TurnCandidate
 from mera_pipelines.core.metrics import porter_stem
 from mera_pipelines.core.records import Question
-from mera_pipelines.core.roles.extractor import accepts_keyword, render_messages
+from mera_pipelines.core.roles.common import (
+    build_role,
+    call_options,
+    fence_data,
+    load_prompt,
+    render_messages,
+)
 from mera_pipelines.core.temporal import (
     WEEKDAYS,
     TimeMention,
@@ -726,26 +730,6 @@ def _when(fact: _Fact, view: QuestionView, anchor: date | None) -> str:
 # ---- the LLM answerer ------------------------------------------------------------------------
 
 DEFAULT_PROMPT_NAME = "answer.txt"
-_FENCE_MARKERS = (
-    "<<<EVIDENCE",
-    "EVIDENCE>>>",
-    "<<<GRAPH",
-    "GRAPH>>>",
-    "<<<QUESTION",
-    "QUESTION>>>",
-)
-
-
-def load_prompt(name: str) -> str:
-    """A packaged prompt template from ``mera_pipelines/prompts``."""
-    return (resources.files("mera_pipelines") / "prompts" / name).read_text(encoding="utf-8")
-
-
-def fence(text: str, markers: Sequence[str]) -> str:
-    """Keep fenced data from closing its own fence."""
-    for marker in markers:
-        text = text.replace(marker, marker.replace("<<<", "< < <").replace(">>>", "> > >"))
-    return text.strip()
 
 
 def render_evidence(evidence: Sequence[TurnCandidate]) -> str:
@@ -791,7 +775,6 @@ class LLMAnswerer:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.max_graph_chars = max_graph_chars
-        self._cache_tag = accepts_keyword(backend.complete, "cache_tag")
 
     def messages(
         self,
@@ -805,10 +788,10 @@ class LLMAnswerer:
         if len(graph) > self.max_graph_chars:
             graph = graph[: self.max_graph_chars] + " ..."
         values = {
-            "question": fence(question.question, _FENCE_MARKERS),
+            "question": fence_data(question.question),
             "question_date": asked_on.strftime("%Y-%m-%d (%A)") if asked_on else "unknown",
-            "graph": fence(graph, _FENCE_MARKERS),
-            "evidence": fence(render_evidence(evidence), _FENCE_MARKERS),
+            "graph": fence_data(graph),
+            "evidence": fence_data(render_evidence(evidence)),
             "search_note": _EXHAUSTED_NOTE if exhausted else _SUFFICIENT_NOTE,
             "not_mentioned": NOT_MENTIONED,
         }
@@ -822,9 +805,12 @@ class LLMAnswerer:
         exhausted: bool,
     ) -> AnswerResult:
         messages = self.messages(question, graph_text, evidence, exhausted)
-        options: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": self.temperature}
-        if self._cache_tag:
-            options["cache_tag"] = question.memory_id
+        options = call_options(
+            self.backend.complete,
+            question.memory_id,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+        )
         try:
             completion = self.backend.complete(messages, **options)
         except (MeraError, ValueError) as exc:
@@ -850,38 +836,13 @@ def clean_answer(text: str) -> str:
 
 # ---- the factory ---------------------------------------------------------------------------
 
-ANSWERER_KINDS = ("heuristic", "llm")
+_ANSWERERS = {"heuristic": HeuristicAnswerer, "llm": LLMAnswerer}
+ANSWERER_KINDS = tuple(_ANSWERERS)
 
 
 def make_answerer(kind: str, backend: LLMBackend | None = None, **params: Any) -> Answerer:
     """Build an answerer from configuration: ``kind`` is "heuristic" or "llm"."""
-    if kind == "heuristic":
-        return _construct(HeuristicAnswerer, kind, params)
-    if kind == "llm":
-        if backend is None:
-            raise ConfigError(
-                "The 'llm' answerer needs an LLM backend, but none is configured; "
-                "configure one or use the 'heuristic' answerer."
-            )
-        return _construct(LLMAnswerer, kind, {"backend": backend, **params})
-    raise ConfigError(
-        f"Unknown answerer kind {kind!r}; expected one of {', '.join(ANSWERER_KINDS)}."
-    )
-
-
-def _construct(cls: type, kind: str, params: dict[str, Any]) -> Any:
-    accepted = {
-        name
-        for name, p in inspect.signature(cls).parameters.items()
-        if p.kind is not inspect.Parameter.VAR_KEYWORD
-    }
-    unknown = sorted(set(params) - accepted)
-    if unknown:
-        raise ConfigError(
-            f"Unknown parameter(s) {', '.join(unknown)} for the {kind!r} answerer; "
-            f"accepted: {', '.join(sorted(accepted - {'backend'}))}."
-        )
-    return cls(**params)
+    return build_role("answerer", kind, _ANSWERERS, backend, params)
 
 
 __all__ = [

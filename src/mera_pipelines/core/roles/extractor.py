@@ -16,21 +16,26 @@ whose extraction fails falls back to the heuristic facts and is recorded.
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from importlib import resources
-from string import Template
 from typing import Any, Protocol
 
 from mera_pipelines.core.errors import ConfigError, MeraError
-from mera_pipelines.core.llm.base import ChatMessage, LLMBackend
+from mera_pipelines.core.llm.base import LLMBackend
 from mera_pipelines.core.llm.concurrency import ItemFailure, map_bounded
 from mera_pipelines.core.records import Fact, Turn
+from mera_pipelines.core.roles.common import (
+    accepts_keyword,
+    build_role,
+    call_options,
+    fence_data,
+    load_prompt,
+    render_messages,
+)
 from mera_pipelines.core.temporal import normalise_relative_times, parse_timestamp, to_iso
 from mera_pipelines.core.text import (
     TOPIC_LABELS,
@@ -612,34 +617,7 @@ def bound_length(sentence: str, max_chars: int) -> list[str]:
 
 def load_default_prompt() -> str:
     """The packaged prompt template ``prompts/extract_facts.txt``."""
-    return (resources.files("mera_pipelines") / "prompts" / DEFAULT_PROMPT_NAME).read_text(
-        encoding="utf-8"
-    )
-
-
-_SECTION_RE = re.compile(r"^###\s*(system|user)\s*$", re.MULTILINE | re.IGNORECASE)
-_FENCE_MARKERS = ("<<<TURN", "TURN>>>", "<<<PREVIOUS", "PREVIOUS>>>")
-
-
-def render_messages(template: str, values: dict[str, str]) -> list[ChatMessage]:
-    """Fill ``${name}`` placeholders; "### system" / "### user" lines split the messages
-    (a template without them is a single user message)."""
-    filled = Template(template).safe_substitute(values)
-    parts = _SECTION_RE.split(filled)
-    if len(parts) == 1:
-        return [{"role": "user", "content": filled.strip()}]
-    return [
-        {"role": role.lower(), "content": content.strip()}
-        for role, content in zip(parts[1::2], parts[2::2], strict=True)
-        if content.strip()
-    ]
-
-
-def _as_data(text: str) -> str:
-    """Keep fenced data from closing its own fence."""
-    for marker in _FENCE_MARKERS:
-        text = text.replace(marker, marker.replace("<<<", "< < <").replace(">>>", "> > >"))
-    return text.strip()
+    return load_prompt(DEFAULT_PROMPT_NAME)
 
 
 def extraction_prompt_values(turn: Turn, context: TurnContext, max_facts: int) -> dict[str, str]:
@@ -657,9 +635,9 @@ def extraction_prompt_values(turn: Turn, context: TurnContext, max_facts: int) -
         "other_speakers": ", ".join(others) or "(none)",
         "other_ref": other,
         "date": when,
-        "previous_turn": _as_data(previous),
-        "turn_text": _as_data(turn.text) or "(empty)",
-        "image_caption": _as_data(caption) if caption else "(no photo)",
+        "previous_turn": fence_data(previous),
+        "turn_text": fence_data(turn.text) or "(empty)",
+        "image_caption": fence_data(caption) if caption else "(no photo)",
         "max_facts": str(max_facts),
         "topic_labels": ", ".join(TOPIC_LABELS),
     }
@@ -702,17 +680,6 @@ def _strings(value: Any) -> list[str]:
     return [" ".join(v.split()) for v in value if isinstance(v, str) and v.strip()]
 
 
-def accepts_keyword(func: Callable[..., Any], keyword: str) -> bool:
-    """Whether ``func`` can be called with ``keyword=...``."""
-    try:
-        parameters = inspect.signature(func).parameters
-    except (TypeError, ValueError):
-        return False
-    return keyword in parameters or any(
-        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
-    )
-
-
 class LLMExtractor:
     """Facts from a chat model's JSON answer; relative times it left are resolved here."""
 
@@ -736,18 +703,17 @@ class LLMExtractor:
         self.max_keywords = max_keywords
         self.max_tokens = max_tokens
         self.temperature = temperature
-        self._cache_tag = accepts_keyword(backend.complete_json, "cache_tag")
 
     def extract(self, turn: Turn, context: TurnContext) -> ExtractionResult:
         values = extraction_prompt_values(turn, context, self.max_facts)
         messages = render_messages(self.prompt_template, values)
-        options: dict[str, Any] = {
-            "schema": FACTS_SCHEMA,
-            "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
-        }
-        if self._cache_tag:
-            options["cache_tag"] = turn.memory_id
+        options = call_options(
+            self.backend.complete_json,
+            turn.memory_id,
+            schema=FACTS_SCHEMA,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+        )
         try:
             completion = self.backend.complete_json(messages, **options)
         except (MeraError, ValueError) as exc:
@@ -788,38 +754,13 @@ def _dedup(values: Sequence[str]) -> list[str]:
 
 # ---- the factory ---------------------------------------------------------------------------
 
-EXTRACTOR_KINDS = ("heuristic", "llm")
+_EXTRACTORS = {"heuristic": HeuristicExtractor, "llm": LLMExtractor}
+EXTRACTOR_KINDS = tuple(_EXTRACTORS)
 
 
 def make_extractor(kind: str, backend: LLMBackend | None = None, **params: Any) -> FactExtractor:
     """Build an extractor from configuration: ``kind`` is "heuristic" or "llm"."""
-    if kind == "heuristic":
-        return _construct(HeuristicExtractor, kind, params)
-    if kind == "llm":
-        if backend is None:
-            raise ConfigError(
-                "The 'llm' fact extractor needs an LLM backend, but none is configured; "
-                "configure one or use the 'heuristic' extractor."
-            )
-        return _construct(LLMExtractor, kind, {"backend": backend, **params})
-    raise ConfigError(
-        f"Unknown fact extractor kind {kind!r}; expected one of {', '.join(EXTRACTOR_KINDS)}."
-    )
-
-
-def _construct(cls: type, kind: str, params: dict[str, Any]) -> Any:
-    accepted = {
-        name
-        for name, p in inspect.signature(cls).parameters.items()
-        if p.kind is not inspect.Parameter.VAR_KEYWORD
-    }
-    unknown = sorted(set(params) - accepted)
-    if unknown:
-        raise ConfigError(
-            f"Unknown parameter(s) {', '.join(unknown)} for the {kind!r} fact extractor; "
-            f"accepted: {', '.join(sorted(accepted - {'backend'}))}."
-        )
-    return cls(**params)
+    return build_role("fact extractor", kind, _EXTRACTORS, backend, params)
 
 
 # ---- running an extractor over memories ------------------------------------------------------
@@ -987,6 +928,7 @@ __all__ = [
     "MemoryExtraction",
     "MemoryStats",
     "TurnContext",
+    "accepts_keyword",
     "assemble_facts",
     "build_contexts",
     "extract_memory",

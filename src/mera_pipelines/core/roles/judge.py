@@ -15,16 +15,20 @@ A judge that fails (the call errors, the reply has no usable label) returns
 
 from __future__ import annotations
 
-import inspect
 import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from mera_pipelines.core.errors import ConfigError, MeraError
-from mera_pipelines.core.llm.base import ChatMessage, LLMBackend
+from mera_pipelines.core.llm.base import ChatMessage, Completion, LLMBackend
 from mera_pipelines.core.records import Question
-from mera_pipelines.core.roles.answerer import fence, load_prompt
-from mera_pipelines.core.roles.extractor import accepts_keyword, render_messages
+from mera_pipelines.core.roles.common import (
+    build_role,
+    call_options,
+    fence_data,
+    load_prompt,
+    render_messages,
+)
 
 
 @dataclass
@@ -42,26 +46,14 @@ class Judge(Protocol):
     def judge(self, question: Question, prediction: str) -> JudgeResult: ...
 
 
-_FENCE_MARKERS = (
-    "<<<QUESTION",
-    "QUESTION>>>",
-    "<<<GOLD",
-    "GOLD>>>",
-    "<<<ANSWER",
-    "ANSWER>>>",
-    "<<<REFERENCE",
-    "REFERENCE>>>",
-    "<<<RESPONSE",
-    "RESPONSE>>>",
-)
 _THINK_RE = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
 
 
 def judge_messages(template: str, question: Question, prediction: str) -> list[ChatMessage]:
     values = {
-        "question": fence(question.question, _FENCE_MARKERS),
-        "gold": fence(str(question.answer), _FENCE_MARKERS),
-        "prediction": fence(prediction or "(no answer)", _FENCE_MARKERS),
+        "question": fence_data(question.question),
+        "gold": fence_data(str(question.answer)),
+        "prediction": fence_data(prediction or "(no answer)"),
     }
     return render_messages(template, values)
 
@@ -76,10 +68,26 @@ class _LLMJudgeBase:
         self.name = f"llm:{backend.model_name}"
 
     def _options(self, method: Any, question: Question) -> dict[str, Any]:
-        options: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": self.temperature}
-        if accepts_keyword(method, "cache_tag"):
-            options["cache_tag"] = question.memory_id
-        return options
+        return call_options(
+            method, question.memory_id, max_tokens=self.max_tokens, temperature=self.temperature
+        )
+
+
+def _judge_result(
+    verdict: bool | None, labels: tuple[str, str], completion: Completion, expected: str
+) -> JudgeResult:
+    """A parsed verdict with the call's cost; ``labels`` name True and False. No verdict (the
+    reply held no ``expected`` label) is an error, never a wrong answer."""
+    if verdict is None:
+        return JudgeResult(
+            None,
+            "error",
+            completion.tokens_in,
+            completion.tokens_out,
+            error=f"no {expected} in the judge's reply: {completion.text[:200]!r}",
+        )
+    label = labels[0] if verdict else labels[1]
+    return JudgeResult(verdict, label, completion.tokens_in, completion.tokens_out)
 
 
 # ---- LoCoMo -------------------------------------------------------------------------------
@@ -125,20 +133,7 @@ class LoCoMoLLMJudge(_LLMJudgeBase):
         except (MeraError, ValueError) as exc:
             return JudgeResult(None, "error", error=f"{type(exc).__name__}: {exc}")
         verdict = parse_correct_wrong(completion.parsed)
-        if verdict is None:
-            return JudgeResult(
-                None,
-                "error",
-                completion.tokens_in,
-                completion.tokens_out,
-                error=f"no CORRECT/WRONG label in the judge's reply: {completion.text[:200]!r}",
-            )
-        return JudgeResult(
-            verdict,
-            "CORRECT" if verdict else "WRONG",
-            completion.tokens_in,
-            completion.tokens_out,
-        )
+        return _judge_result(verdict, ("CORRECT", "WRONG"), completion, "CORRECT/WRONG label")
 
 
 # ---- LongMemEval ---------------------------------------------------------------------------
@@ -199,17 +194,7 @@ class LongMemEvalLLMJudge(_LLMJudgeBase):
         except (MeraError, ValueError) as exc:
             return JudgeResult(None, "error", error=f"{type(exc).__name__}: {exc}")
         verdict = parse_yes_no(completion.text)
-        if verdict is None:
-            return JudgeResult(
-                None,
-                "error",
-                completion.tokens_in,
-                completion.tokens_out,
-                error=f"no yes/no in the judge's reply: {completion.text[:200]!r}",
-            )
-        return JudgeResult(
-            verdict, "yes" if verdict else "no", completion.tokens_in, completion.tokens_out
-        )
+        return _judge_result(verdict, ("yes", "no"), completion, "yes/no")
 
 
 # ---- the factory ---------------------------------------------------------------------------
@@ -229,32 +214,12 @@ def make_judge(
 ) -> Judge | None:
     """``kind="none"`` -> None (reports then give token F1 only and ``accuracy: null``);
     ``kind="llm"`` -> the dataset's LLM judge over ``backend``."""
-    if kind == "none":
-        return None
-    if kind != "llm":
-        raise ConfigError(f"Unknown judge kind {kind!r}; expected one of {', '.join(JUDGE_KINDS)}.")
-    if backend is None:
-        raise ConfigError(
-            "The 'llm' judge needs an LLM backend, but none is configured; configure one or "
-            "set the judge to 'none' (token F1 only)."
-        )
-    cls = _JUDGES_BY_DATASET.get(str(dataset).strip().lower())
-    if cls is None:
+    judge_class = _JUDGES_BY_DATASET.get(str(dataset).strip().lower())
+    if kind == "llm" and backend is not None and judge_class is None:
         raise ConfigError(
             f"No judge for dataset {dataset!r}; expected one of {', '.join(_JUDGES_BY_DATASET)}."
         )
-    accepted = {
-        name
-        for name, p in inspect.signature(cls).parameters.items()
-        if p.kind is not inspect.Parameter.VAR_KEYWORD
-    } - {"backend"}
-    unknown = sorted(set(params) - accepted)
-    if unknown:
-        raise ConfigError(
-            f"Unknown parameter(s) {', '.join(unknown)} for the {dataset} judge; "
-            f"accepted: {', '.join(sorted(accepted))}."
-        )
-    return cls(backend, **params)
+    return build_role("judge", kind, {"none": None, "llm": judge_class}, backend, params)
 
 
 __all__ = [

@@ -15,10 +15,7 @@ must cover) and :func:`light_stem`.
 
 from __future__ import annotations
 
-import inspect
-import re
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any, Protocol
 
 from mera_pipelines.core.errors import ConfigError, MeraError
@@ -34,7 +31,13 @@ from mera_pipelines.core.graph import (
 )
 from mera_pipelines.core.llm.base import LLMBackend
 from mera_pipelines.core.records import Question
-from mera_pipelines.core.roles.extractor import accepts_keyword, render_messages
+from mera_pipelines.core.roles.common import (
+    build_role,
+    call_options,
+    fence_data,
+    load_prompt,
+    render_messages,
+)
 from mera_pipelines.core.text import (
     SMALL_TALK_WORDS,
     STOPWORDS,
@@ -323,17 +326,7 @@ def _phrase_type(phrase: str) -> str:
 # ---- LLM ---------------------------------------------------------------------------------------
 
 
-def load_prompt(name: str) -> str:
-    """A packaged prompt template from ``mera_pipelines/prompts``."""
-    return (resources.files("mera_pipelines") / "prompts" / name).read_text(encoding="utf-8")
-
-
-_FENCE_RE = re.compile(r"<{3,}|>{3,}")
-
-
-def escape_fences(text: str) -> str:
-    """Data cannot close its own fence: runs of '<<<' / '>>>' are broken up."""
-    return _FENCE_RE.sub(lambda m: " ".join(m.group(0)), text).strip()
+escape_fences = fence_data  # the name the seeder's tests and older callers know
 
 
 class LLMSeeder:
@@ -357,23 +350,22 @@ class LLMSeeder:
         self.max_nodes = max_nodes
         self.max_tokens = max_tokens
         self.temperature = temperature
-        self._cache_tag = accepts_keyword(backend.complete_json, "cache_tag")
 
     def seed(self, question: Question) -> SeedResult:
         values = {
-            "question": escape_fences(question.question),
+            "question": fence_data(question.question),
             "question_date": question.question_date or "unknown",
             "node_types": ", ".join(NODE_TYPES),
             "max_nodes": str(self.max_nodes),
         }
         messages = render_messages(self.prompt_template, values)
-        options: dict[str, Any] = {
-            "schema": SEED_SCHEMA,
-            "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
-        }
-        if self._cache_tag:
-            options["cache_tag"] = question.memory_id
+        options = call_options(
+            self.backend.complete_json,
+            question.memory_id,
+            schema=SEED_SCHEMA,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+        )
         try:
             completion = self.backend.complete_json(messages, **options)
         except (MeraError, ValueError) as exc:
@@ -406,53 +398,29 @@ def parse_seed_nodes(value: Any) -> list[GraphNode]:
         label = raw.get("label")
         if not isinstance(label, str) or not label_key(label):
             continue
-        node_type = str(raw.get("type", "concept")).strip().lower()
-        node_type = {"organization": "organisation", "place": "location"}.get(node_type, node_type)
-        nodes.append(
-            GraphNode(
-                f"s{len(nodes)}",
-                " ".join(label.split()),
-                node_type if node_type in NODE_TYPES else "concept",
-            )
-        )
+        nodes.append(GraphNode(f"s{len(nodes)}", " ".join(label.split()), node_type_of(raw)))
     if not nodes:
         raise ValueError("no node with a non-empty 'label'")
     return nodes
 
 
+def node_type_of(raw: dict[str, Any]) -> str:
+    """The node type a model gave (``raw["type"]``) as one of ``NODE_TYPES``: common variants
+    mapped ("organization", "place"), anything else ``concept``."""
+    node_type = str(raw.get("type", "concept")).strip().lower()
+    node_type = {"organization": "organisation", "place": "location"}.get(node_type, node_type)
+    return node_type if node_type in NODE_TYPES else "concept"
+
+
 # ---- factories -----------------------------------------------------------------------------------
 
-SEEDER_KINDS = ("heuristic", "llm")
+_SEEDERS = {"heuristic": HeuristicSeeder, "llm": LLMSeeder}
+SEEDER_KINDS = tuple(_SEEDERS)
 
 
 def make_seeder(kind: str, backend: LLMBackend | None = None, **params: Any) -> Seeder:
     """Build a seeder from configuration: ``kind`` is "heuristic" or "llm"."""
-    if kind == "heuristic":
-        return construct_role(HeuristicSeeder, "seeder", kind, params)
-    if kind == "llm":
-        if backend is None:
-            raise ConfigError(
-                "The 'llm' seeder needs an LLM backend, but none is configured; "
-                "configure one or use the 'heuristic' seeder."
-            )
-        return construct_role(LLMSeeder, "seeder", kind, {"backend": backend, **params})
-    raise ConfigError(f"Unknown seeder kind {kind!r}; expected one of {', '.join(SEEDER_KINDS)}.")
-
-
-def construct_role(cls: type, role: str, kind: str, params: dict[str, Any]) -> Any:
-    """``cls(**params)``, with a ConfigError naming unknown parameters instead of a TypeError."""
-    accepted = {
-        name
-        for name, p in inspect.signature(cls).parameters.items()
-        if p.kind is not inspect.Parameter.VAR_KEYWORD
-    }
-    unknown = sorted(set(params) - accepted)
-    if unknown:
-        raise ConfigError(
-            f"Unknown parameter(s) {', '.join(unknown)} for the {kind!r} {role}; "
-            f"accepted: {', '.join(sorted(accepted - {'backend'}))}."
-        )
-    return cls(**params)
+    return build_role("seeder", kind, _SEEDERS, backend, params)
 
 
 __all__ = [
@@ -463,7 +431,6 @@ __all__ = [
     "LLMSeeder",
     "SeedResult",
     "Seeder",
-    "construct_role",
     "escape_fences",
     "graph_from_seeds",
     "key_phrases",
@@ -471,6 +438,7 @@ __all__ = [
     "match_stem",
     "load_prompt",
     "make_seeder",
+    "node_type_of",
     "parse_seed_nodes",
     "question_terms",
     "salient_nodes",

@@ -40,15 +40,14 @@ from mera_pipelines.core.graph import (
 from mera_pipelines.core.llm.base import LLMBackend
 from mera_pipelines.core.memory import TurnCandidate
 from mera_pipelines.core.records import Question
-from mera_pipelines.core.roles.extractor import accepts_keyword, render_messages
-from mera_pipelines.core.roles.seeder import (
-    construct_role,
-    escape_fences,
-    light_stem,
+from mera_pipelines.core.roles.common import (
+    build_role,
+    call_options,
+    fence_data,
     load_prompt,
-    match_stem,
-    question_terms,
+    render_messages,
 )
+from mera_pipelines.core.roles.seeder import light_stem, match_stem, node_type_of, question_terms
 from mera_pipelines.core.text import (
     SMALL_TALK_WORDS,
     normalise_apostrophes,
@@ -696,7 +695,6 @@ class LLMVerifier:
         self.max_candidate_chars = max_candidate_chars
         self.max_accepted_chars = max_accepted_chars
         self.fallback = fallback or HeuristicVerifier()
-        self._cache_tag = accepts_keyword(backend.complete_json, "cache_tag")
 
     def verify(
         self,
@@ -714,13 +712,13 @@ class LLMVerifier:
             self.prompt_template,
             self.prompt_values(question, graph, candidates, accepted, round_index),
         )
-        options: dict[str, Any] = {
-            "schema": VERIFY_SCHEMA,
-            "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
-        }
-        if self._cache_tag:
-            options["cache_tag"] = question.memory_id
+        options = call_options(
+            self.backend.complete_json,
+            question.memory_id,
+            schema=VERIFY_SCHEMA,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+        )
         tokens_in = tokens_out = 0
         try:
             completion = self.backend.complete_json(messages, **options)
@@ -747,12 +745,12 @@ class LLMVerifier:
         rendered = [_clip(c.render(), self.max_candidate_chars) for c in candidates]
         earlier = _clip("\n".join(c.render() for c in accepted), self.max_accepted_chars)
         return {
-            "question": escape_fences(question.question),
+            "question": fence_data(question.question),
             "question_date": question.question_date or "unknown",
             "round": str(round_index),
-            "graph": escape_fences(graph.to_text(self.graph_chars)),
-            "accepted": escape_fences(earlier) or "(none yet)",
-            "candidates": escape_fences("\n".join(rendered)) or "(none)",
+            "graph": fence_data(graph.to_text(self.graph_chars)),
+            "accepted": fence_data(earlier) or "(none yet)",
+            "candidates": fence_data("\n".join(rendered)) or "(none)",
             "candidate_ids": ", ".join(c.turn_id for c in candidates) or "(none)",
             "node_types": ", ".join(NODE_TYPES),
         }
@@ -855,11 +853,7 @@ def _parse_node(
     provenance = _provenance(raw, [label], evidence, admitted)
     if not provenance:
         return None  # a node no shown turn supports is not evidence
-    node_type = str(raw.get("type", "concept")).strip().lower()
-    node_type = {"organization": "organisation", "place": "location"}.get(node_type, node_type)
-    node = GraphNode(
-        label, label, node_type if node_type in NODE_TYPES else "concept", provenance=provenance
-    )
+    node = GraphNode(label, label, node_type_of(raw), provenance=provenance)
     said_at = min(provenance)
     time = evidence[said_at].timestamp
     for name, values in _attribute_items(raw.get("attributes")):
@@ -916,23 +910,13 @@ def _parse_direction(raw: Any, evidence: dict[str, TurnCandidate]) -> Direction 
 
 # ---- the factory ----------------------------------------------------------------------------------
 
-VERIFIER_KINDS = ("heuristic", "llm")
+_VERIFIERS = {"heuristic": HeuristicVerifier, "llm": LLMVerifier}
+VERIFIER_KINDS = tuple(_VERIFIERS)
 
 
 def make_verifier(kind: str, backend: LLMBackend | None = None, **params: Any) -> Verifier:
     """Build a verifier from configuration: ``kind`` is "heuristic" or "llm"."""
-    if kind == "heuristic":
-        return construct_role(HeuristicVerifier, "verifier", kind, params)
-    if kind == "llm":
-        if backend is None:
-            raise ConfigError(
-                "The 'llm' verifier needs an LLM backend, but none is configured; "
-                "configure one or use the 'heuristic' verifier."
-            )
-        return construct_role(LLMVerifier, "verifier", kind, {"backend": backend, **params})
-    raise ConfigError(
-        f"Unknown verifier kind {kind!r}; expected one of {', '.join(VERIFIER_KINDS)}."
-    )
+    return build_role("verifier", kind, _VERIFIERS, backend, params)
 
 
 __all__ = [
