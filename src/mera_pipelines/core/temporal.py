@@ -10,27 +10,19 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Literal
 
-_MONTHS = {
-    m: i + 1
-    for i, m in enumerate(
-        [
-            "january",
-            "february",
-            "march",
-            "april",
-            "may",
-            "june",
-            "july",
-            "august",
-            "september",
-            "october",
-            "november",
-            "december",
-        ]
-    )
-}
+MONTH_NAMES = (
+    "January", "February", "March", "April", "May", "June",
+    "July", "August", "September", "October", "November", "December",
+)  # fmt: skip
+_MONTHS = {name.lower(): number for number, name in enumerate(MONTH_NAMES, start=1)}
 _MONTHS.update({name[:3]: num for name, num in list(_MONTHS.items())})
 _MONTHS["sept"] = 9
+
+
+def month_number(name: str) -> int | None:
+    """ "May" / "may" / "Sept" -> 5 / 5 / 9; None for anything else."""
+    return _MONTHS.get(name.strip().lower().rstrip("."))
+
 
 # "1:56 pm on 8 May, 2023" (LoCoMo)
 _LOCOMO = re.compile(

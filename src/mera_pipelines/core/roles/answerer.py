@@ -33,6 +33,7 @@ from mera_pipelines.core.roles.common import (
     render_messages,
 )
 from mera_pipelines.core.temporal import (
+    MONTH_NAMES,
     WEEKDAYS,
     TimeMention,
     normalise_relative_times,
@@ -199,9 +200,7 @@ def _same_name(a: str, b: str) -> bool:
 _SAID_PREFIX_RE = re.compile(r"^\s*[\w .'-]{1,40}?\s+(?:said|asked|says|asks|replied):\s*", re.I)
 _RESOLUTION_RE = re.compile(r"\s*\(([^()]*\d{4}[^()]*)\)")
 _ISO_DATE_RE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
-_MONTHS = _words(
-    "January February March April May June July August September October November December"
-)
+_MONTHS = list(MONTH_NAMES)
 _MONTH_ALT = "|".join(_MONTHS)
 _EXPLICIT_DATE_RE = re.compile(
     rf"\b(?:(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m1>{_MONTH_ALT}),?\s+(?P<y1>\d{{4}})"

@@ -48,6 +48,7 @@ from mera_pipelines.core.roles.common import (
     render_messages,
 )
 from mera_pipelines.core.roles.seeder import light_stem, match_stem, node_type_of, question_terms
+from mera_pipelines.core.temporal import month_number
 from mera_pipelines.core.text import (
     SMALL_TALK_WORDS,
     normalise_apostrophes,
@@ -201,36 +202,14 @@ class EvidenceWords:
         return any(d == label or (key and _date_key(d).startswith(key)) for d in self.dates)
 
 
-_MONTH_INDEX = {
-    m: i
-    for i, m in enumerate(
-        [
-            "january",
-            "february",
-            "march",
-            "april",
-            "may",
-            "june",
-            "july",
-            "august",
-            "september",
-            "october",
-            "november",
-            "december",
-        ],
-        start=1,
-    )
-}
-
-
 def _date_key(label: str) -> str:
     """ "2023-05-06" / "May 2023" / "2023" -> the ISO prefix it stands for ("2023-05")."""
     iso = re.search(r"\d{4}-\d{2}-\d{2}", label)
     if iso:
         return iso.group(0)
     month = re.fullmatch(r"(?:around )?([A-Za-z]+) (\d{4})", label.strip())
-    if month and month.group(1).lower() in _MONTH_INDEX:
-        return f"{month.group(2)}-{_MONTH_INDEX[month.group(1).lower()]:02d}"
+    if month and month_number(month.group(1)):
+        return f"{month.group(2)}-{month_number(month.group(1)):02d}"
     year = re.fullmatch(r"(?:around )?(\d{4})", label.strip())
     return year.group(1) if year else ""
 
