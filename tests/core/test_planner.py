@@ -89,6 +89,8 @@ def test_unparseable_llm_plan_is_counted_and_the_heuristic_steps_in(stub_server)
     result = LLMPlanner(backend).plan(state())
     assert result.parse_failed and result.error
     assert result.intents[0].desired_fact == QUESTION
+    # the two unusable replies still cost tokens, and the usage report counts them
+    assert (result.tokens_in, result.tokens_out) == (2 * 11, 2 * 7)
 
 
 def test_question_continuation_reads_further_down_the_questions_ranking():

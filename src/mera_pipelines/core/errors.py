@@ -25,4 +25,13 @@ class ConfigError(MeraError):
 
 
 class LLMCallError(MeraError):
-    """An LLM call that failed after every retry and repair."""
+    """An LLM call that failed after every retry and repair.
+
+    ``tokens_in`` / ``tokens_out``: what the failed attempts still cost (replies that could not
+    be used), so a role's usage report counts them too.
+    """
+
+    def __init__(self, message: str, *, tokens_in: int = 0, tokens_out: int = 0) -> None:
+        super().__init__(message)
+        self.tokens_in = tokens_in
+        self.tokens_out = tokens_out

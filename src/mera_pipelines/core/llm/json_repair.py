@@ -341,7 +341,9 @@ def complete_json_with_one_reask(
     if parsed is None:
         raise LLMCallError(
             f"Model '{model_name}' did not return usable JSON after one repair request: "
-            f"{second_problem} (first reply: {problem})"
+            f"{second_problem} (first reply: {problem})",
+            tokens_in=first.tokens_in + second.tokens_in,
+            tokens_out=first.tokens_out + second.tokens_out,
         )
     return JsonReply(
         parsed.value,

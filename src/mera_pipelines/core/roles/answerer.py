@@ -31,6 +31,7 @@ from mera_pipelines.core.roles.common import (
     fence_data,
     load_prompt,
     render_messages,
+    spent_tokens,
 )
 from mera_pipelines.core.temporal import (
     MONTH_NAMES,
@@ -813,7 +814,7 @@ class LLMAnswerer:
         try:
             completion = self.backend.complete(messages, **options)
         except (MeraError, ValueError) as exc:
-            return AnswerResult("", error=f"{type(exc).__name__}: {exc}")
+            return AnswerResult("", *spent_tokens(exc), error=f"{type(exc).__name__}: {exc}")
         text = clean_answer(completion.text)
         error = None if text else "empty answer"
         return AnswerResult(text, completion.tokens_in, completion.tokens_out, error)

@@ -141,3 +141,8 @@ __all__ = [
     "load_prompt",
     "render_messages",
 ]
+
+
+def spent_tokens(error: BaseException) -> tuple[int, int]:
+    """Tokens a failed call still cost (an ``LLMCallError`` carries them; others cost none)."""
+    return getattr(error, "tokens_in", 0), getattr(error, "tokens_out", 0)

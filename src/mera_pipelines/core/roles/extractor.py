@@ -35,6 +35,7 @@ from mera_pipelines.core.roles.common import (
     fence_data,
     load_prompt,
     render_messages,
+    spent_tokens,
 )
 from mera_pipelines.core.temporal import normalise_relative_times, parse_timestamp, to_iso
 from mera_pipelines.core.text import (
@@ -717,7 +718,8 @@ class LLMExtractor:
         try:
             completion = self.backend.complete_json(messages, **options)
         except (MeraError, ValueError) as exc:
-            return ExtractionResult([], error=f"{type(exc).__name__}: {exc}")
+            tokens_in, tokens_out = spent_tokens(exc)
+            return ExtractionResult([], tokens_in, tokens_out, error=f"{type(exc).__name__}: {exc}")
         try:
             answer = completion.parsed if completion.parsed is not None else completion.text
             items = parse_fact_items(answer)

@@ -28,6 +28,7 @@ from mera_pipelines.core.roles.common import (
     fence_data,
     load_prompt,
     render_messages,
+    spent_tokens,
 )
 
 
@@ -131,7 +132,9 @@ class LoCoMoLLMJudge(_LLMJudgeBase):
         try:
             completion = self.backend.complete_json(messages, schema=LABEL_SCHEMA, **options)
         except (MeraError, ValueError) as exc:
-            return JudgeResult(None, "error", error=f"{type(exc).__name__}: {exc}")
+            return JudgeResult(
+                None, "error", *spent_tokens(exc), error=f"{type(exc).__name__}: {exc}"
+            )
         verdict = parse_correct_wrong(completion.parsed)
         return _judge_result(verdict, ("CORRECT", "WRONG"), completion, "CORRECT/WRONG label")
 
@@ -192,7 +195,9 @@ class LongMemEvalLLMJudge(_LLMJudgeBase):
         try:
             completion = self.backend.complete(messages, **options)
         except (MeraError, ValueError) as exc:
-            return JudgeResult(None, "error", error=f"{type(exc).__name__}: {exc}")
+            return JudgeResult(
+                None, "error", *spent_tokens(exc), error=f"{type(exc).__name__}: {exc}"
+            )
         verdict = parse_yes_no(completion.text)
         return _judge_result(verdict, ("yes", "no"), completion, "yes/no")
 

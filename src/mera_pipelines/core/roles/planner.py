@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from mera_pipelines.core.errors import LLMCallError
 from mera_pipelines.core.llm import ChatMessage, LLMBackend
 from mera_pipelines.core.records import Intent
-from mera_pipelines.core.roles.common import build_role, load_prompt, render_messages
+from mera_pipelines.core.roles.common import build_role, load_prompt, render_messages, spent_tokens
 from mera_pipelines.core.text import content_words, detect_topics, proper_names, tokenize
 
 DEFAULT_PLAN_PROMPT = "plan.txt"
@@ -181,6 +181,7 @@ class LLMPlanner:
             fallback = self.fallback.plan(state)
             fallback.parse_failed = True
             fallback.error = str(exc)
+            fallback.tokens_in, fallback.tokens_out = spent_tokens(exc)
             return fallback
         intents = parse_intents(completion.parsed, self.max_entities)
         intents = dedupe_intents(intents, state.query_history, state.max_intents)

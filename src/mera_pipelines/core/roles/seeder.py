@@ -37,6 +37,7 @@ from mera_pipelines.core.roles.common import (
     fence_data,
     load_prompt,
     render_messages,
+    spent_tokens,
 )
 from mera_pipelines.core.text import (
     SMALL_TALK_WORDS,
@@ -369,7 +370,11 @@ class LLMSeeder:
         try:
             completion = self.backend.complete_json(messages, **options)
         except (MeraError, ValueError) as exc:
-            return SeedResult(whole_question_graph(question), error=f"{type(exc).__name__}: {exc}")
+            return SeedResult(
+                whole_question_graph(question),
+                *spent_tokens(exc),
+                error=f"{type(exc).__name__}: {exc}",
+            )
         answer = completion.parsed if completion.parsed is not None else completion.text
         try:
             nodes = parse_seed_nodes(answer)[: self.max_nodes]

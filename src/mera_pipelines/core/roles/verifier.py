@@ -46,6 +46,7 @@ from mera_pipelines.core.roles.common import (
     fence_data,
     load_prompt,
     render_messages,
+    spent_tokens,
 )
 from mera_pipelines.core.roles.seeder import light_stem, match_stem, node_type_of, question_terms
 from mera_pipelines.core.temporal import month_number
@@ -709,6 +710,8 @@ class LLMVerifier:
                 question, graph, candidates, accepted, round_index, directions=directions
             )
             verdict.error = f"{type(exc).__name__}: {exc}"
+            failed_in, failed_out = spent_tokens(exc)
+            tokens_in, tokens_out = tokens_in + failed_in, tokens_out + failed_out
         verdict.tokens_in += tokens_in
         verdict.tokens_out += tokens_out
         return verdict
