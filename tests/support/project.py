@@ -17,7 +17,7 @@ def make_project_copy(target: Path) -> Path:
         REPO_ROOT / "conf", target / "conf", ignore=shutil.ignore_patterns("credentials.yml")
     )
     shutil.copytree(REPO_ROOT / "data" / "01_raw" / "demo", target / "data" / "01_raw" / "demo")
-    # Kedro checks that the source dir exists; the package itself is the installed one.
+    # Kedro checks that the source dir exists; the package comes from PYTHONPATH (kedro_cli).
     (target / "src").mkdir()
     return target
 
@@ -33,6 +33,10 @@ def kedro_cli(
         "DO_NOT_TRACK": "1",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
+        # this checkout's package, also when the editable install points at another worktree
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(REPO_ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p
+        ),
     }
     kedro = Path(sys.executable).parent / "kedro"
     return subprocess.run(
