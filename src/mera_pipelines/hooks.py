@@ -1,4 +1,5 @@
-"""Project hooks: per-node wall time into MLflow, and a one-paragraph error for bad input."""
+"""Project hooks: per-node wall time into MLflow, training tables as MLflow artifacts, and a
+one-paragraph error for bad input."""
 
 from __future__ import annotations
 
@@ -25,9 +26,31 @@ def find_mera_error(error: BaseException | None) -> MeraError | None:
     return None
 
 
+# Versioned tables logged to the MLflow run as well, under data/ (the train pipeline's data sets)
+TABLES_LOGGED_TO_MLFLOW = ("synthetic_questions", "planner_states", "training_states")
+
+
 class RunReportHooks:
     def __init__(self) -> None:
         self._node_started: dict[str, float] = {}
+        self._catalog: Any = None
+
+    @hook_impl
+    def after_catalog_created(self, catalog: Any) -> None:
+        self._catalog = catalog
+
+    @hook_impl
+    def after_dataset_saved(self, dataset_name: str, data: Any, node: Any) -> None:
+        if dataset_name not in TABLES_LOGGED_TO_MLFLOW or self._catalog is None:
+            return
+        import mlflow
+
+        dataset = self._catalog.get(dataset_name)
+        if mlflow.active_run() is None or not hasattr(dataset, "resolve_save_version"):
+            return
+        # the version this run just wrote (Kedro's _get_save_path refuses existing paths)
+        path = dataset._get_versioned_path(dataset.resolve_save_version())
+        mlflow.log_artifact(str(path), artifact_path="data")
 
     @hook_impl
     def before_node_run(self, node: Any) -> None:

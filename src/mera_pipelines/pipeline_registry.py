@@ -2,20 +2,38 @@
 
 from __future__ import annotations
 
-from kedro.framework.project import find_pipelines
 from kedro.pipeline import Pipeline
 
-from mera_pipelines.pipelines import evaluate, ingest, memory
+from mera_pipelines.pipelines import (
+    collect,
+    evaluate,
+    ingest,
+    memory,
+    synthesize,
+    train_planner,
+)
 
 
 def register_pipelines() -> dict[str, Pipeline]:
-    # Kedro 1.7 loads only the requested pipeline folders, so composites are built from the
-    # modules directly rather than from find_pipelines()' (possibly partial) result.
-    pipelines = find_pipelines(raise_errors=True)
+    # Explicit rather than find_pipelines(): Kedro 1.7 looks up a requested name as a folder,
+    # which composite names such as "train" are not.
+    pipelines = {
+        "ingest": ingest.create_pipeline(),
+        "memory": memory.create_pipeline(),
+        "synthesize": synthesize.create_pipeline(),
+        "collect": collect.create_pipeline(),
+        "train_planner": train_planner.create_pipeline(),
+    }
     # One command from a raw benchmark file to the report; cached extraction and unchanged
     # memories make reruns cheap.
-    pipelines["evaluate"] = (
-        ingest.create_pipeline() + memory.create_pipeline() + evaluate.create_pipeline()
+    pipelines["evaluate"] = pipelines["ingest"] + pipelines["memory"] + evaluate.create_pipeline()
+    # Build memory, synthesise QA, collect states, SFT + filter + GRPO the planner.
+    pipelines["train"] = (
+        pipelines["ingest"]
+        + pipelines["memory"]
+        + pipelines["synthesize"]
+        + pipelines["collect"]
+        + pipelines["train_planner"]
     )
     pipelines["__default__"] = pipelines["evaluate"]
     return pipelines

@@ -68,7 +68,19 @@ class SystemRun:
 
 
 def select_questions(questions: list[Question], params: dict[str, Any]) -> list[Question]:
-    """Filter by category and cap the count (a fixed, documented order: as ingested)."""
+    """Filter by memory and category and cap the count (a fixed order: as ingested)."""
+    memories = params.get("memories")
+    if isinstance(memories, str):
+        memories = [m.strip() for m in memories.split(",") if m.strip()]
+    if memories:
+        known = {q.memory_id for q in questions}
+        unknown = sorted(set(map(str, memories)) - known)
+        if unknown:
+            raise ConfigError(
+                f"evaluation.memories names {unknown}, which have no questions; "
+                f"known: {sorted(known)}"
+            )
+        questions = [q for q in questions if q.memory_id in set(map(str, memories))]
     categories = params.get("categories")
     if categories:
         wanted = {str(c) for c in categories}

@@ -13,7 +13,7 @@ and the answerer see the accepted evidence as a flat list, with no graph or anch
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -106,12 +106,9 @@ def run_mera(
         _charge(round_usage, "planner", plan.tokens_in, plan.tokens_out, failed=plan.parse_failed)
         queries = [intent.query_text() for intent in plan.intents]
         state.queries.extend(queries)
-        budget = settings.turns_first_round if round_index == 1 else settings.turns_per_round
-        # Each query may fill the whole round budget; the merged list keeps the best turns.
-        search = replace(settings.search, k=max(settings.search.k, budget))
-        candidates = memory.search(
-            queries, question.memory_id, search, exclude_turn_ids=state.viewed
-        )[:budget]
+        candidates = retrieve_round(
+            memory, queries, question.memory_id, settings, round_index, state.viewed
+        )
         for candidate in candidates:
             state.viewed[candidate.turn_id] = candidate
         state.anchor_mark = state.graph.mark()
@@ -183,6 +180,27 @@ def run_mera(
         usage=state.usage,
         seconds=time.perf_counter() - started,
     )
+
+
+def round_budget(settings: LoopSettings, round_index: int) -> int:
+    """New parent turns shown to the verifier in round ``round_index`` (1-based)."""
+    return settings.turns_first_round if round_index == 1 else settings.turns_per_round
+
+
+def retrieve_round(
+    memory: MemoryIndex,
+    queries: list[str],
+    memory_id: str,
+    settings: LoopSettings,
+    round_index: int,
+    viewed: Iterable[str],
+) -> list[TurnCandidate]:
+    """One round's retrieval over the whole memory: the queries' merged top turns, viewed
+    turns excluded, cut to the round's budget. Training's reward runs exactly this."""
+    budget = round_budget(settings, round_index)
+    # Each query may fill the whole round budget; the merged list keeps the best turns.
+    search = replace(settings.search, k=max(settings.search.k, budget))
+    return memory.search(queries, memory_id, search, exclude_turn_ids=viewed)[:budget]
 
 
 def _planner_state(

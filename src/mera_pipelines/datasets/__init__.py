@@ -1,7 +1,16 @@
-"""Kedro datasets the catalog needs: a benchmark source file, the LanceDB memory, LLM backends."""
+"""Kedro datasets the catalog needs: a benchmark source file, the LanceDB memory, LLM backends,
+LoCoMo observations and trained planner models."""
 
 from mera_pipelines.datasets.lancedb_memory import LanceDBMemoryDataset
 from mera_pipelines.datasets.llm_backend import LLMBackendDataset
+from mera_pipelines.datasets.observations import LoCoMoObservationsDataset
+from mera_pipelines.datasets.planner_model import PlannerModelDataset
 from mera_pipelines.datasets.source import BenchmarkSourceDataset
 
-__all__ = ["BenchmarkSourceDataset", "LLMBackendDataset", "LanceDBMemoryDataset"]
+__all__ = [
+    "BenchmarkSourceDataset",
+    "LLMBackendDataset",
+    "LanceDBMemoryDataset",
+    "LoCoMoObservationsDataset",
+    "PlannerModelDataset",
+]

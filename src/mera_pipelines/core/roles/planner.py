@@ -13,6 +13,7 @@ that round, so a weak model costs recall, never a crash.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -157,8 +158,11 @@ class LLMPlanner:
         max_tokens: int = 256,
         temperature: float = 0.0,
         max_entities: int = 6,
+        graph_chars: int | None = None,
     ) -> None:
         self.backend = backend
+        # a trained planner sees the graph cut as in training (its metadata records the length)
+        self.graph_chars = graph_chars
         self.template = prompt_template or load_prompt(DEFAULT_PLAN_PROMPT)
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -167,7 +171,7 @@ class LLMPlanner:
         self.name = f"llm:{getattr(backend, 'model_name', 'model')}"
 
     def messages(self, state: PlannerState) -> list[ChatMessage]:
-        return render_plan_prompt(self.template, state)
+        return render_plan_prompt(self.template, state, self.graph_chars)
 
     def plan(self, state: PlannerState) -> PlanResult:
         try:
@@ -227,10 +231,14 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
-def render_plan_prompt(template: str, state: PlannerState) -> list[ChatMessage]:
+def render_plan_prompt(
+    template: str, state: PlannerState, graph_chars: int | None = None
+) -> list[ChatMessage]:
+    """The planner's chat messages; training builds its prompts with this very function."""
+    graph = state.graph_text if graph_chars is None else state.graph_text[:graph_chars]
     values = {
         "question": state.question,
-        "graph": state.graph_text or "(empty)",
+        "graph": graph or "(empty)",
         "history": "\n".join(f"- {q}" for q in state.query_history) or "(none)",
         "new_anchors": ", ".join(state.new_anchors) or "(none)",
         "uncovered": ", ".join(state.uncovered_words) or "(none)",
@@ -238,6 +246,15 @@ def render_plan_prompt(template: str, state: PlannerState) -> list[ChatMessage]:
         "round": str(state.round_index),
     }
     return render_messages(template, values)
+
+
+def intents_to_json(intents: list[Intent]) -> str:
+    """The planner's reply format, compact: what SFT teaches and what ``parse_intents`` reads."""
+    items = [
+        {"desired_fact": i.desired_fact, "entities": i.entities, "topics": i.topics}
+        for i in intents
+    ]
+    return json.dumps({"intents": items}, ensure_ascii=False)
 
 
 _PLANNERS = {"heuristic": HeuristicPlanner, "llm": LLMPlanner}

@@ -12,10 +12,16 @@ import pandas as pd  # noqa: E402
 
 from mera_pipelines.core import evaluation  # noqa: E402
 from mera_pipelines.core.llm import LLMBackend  # noqa: E402
+from mera_pipelines.core.llm.factory import make_backend  # noqa: E402
 from mera_pipelines.core.loop import LoopSettings  # noqa: E402
 from mera_pipelines.core.memory import MemoryIndex  # noqa: E402
 from mera_pipelines.core.records import Question, Turn, from_frame  # noqa: E402
 from mera_pipelines.core.roles.judge import make_judge  # noqa: E402
+from mera_pipelines.core.training.model_store import (  # noqa: E402
+    PlannerModelStore,
+    check_not_trained_on,
+    resolve_planner,
+)
 
 
 def evaluate_systems(
@@ -27,19 +33,27 @@ def evaluate_systems(
     verifier_llm: LLMBackend | None,
     answerer_llm: LLMBackend | None,
     judge_llm: LLMBackend | None,
+    trained_planners: PlannerModelStore,
     source: dict[str, Any],
     params: dict[str, Any],
 ) -> tuple[list[dict[str, Any]], pd.DataFrame, pd.DataFrame, dict[str, Any], dict[str, Any]]:
     """Run every system, score it, and return trajectories, per-question rows, the summary."""
+    selected = evaluation.select_questions(from_frame(questions, Question), params)
+    kinds = dict(params["roles"])
+    role_params = {k: dict(v or {}) for k, v in (params.get("role_params") or {}).items()}
+    notes: list[str] = []
+    if params.get("planner_model"):
+        planner_llm = _trained_planner(
+            str(params["planner_model"]), trained_planners, selected, params, kinds, role_params
+        )
+        notes.append(f"planner: trained planner at {planner_llm.path}")
     backends = evaluation.RoleBackends(
         seeder_llm, planner_llm, verifier_llm, answerer_llm, judge_llm
     )
-    kinds = dict(params["roles"])
-    roles = evaluation.build_roles(kinds, backends, params.get("role_params") or {})
+    roles = evaluation.build_roles(kinds, backends, role_params)
     settings = LoopSettings.from_params(params["loop"])
-    selected = evaluation.select_questions(from_frame(questions, Question), params)
     concurrency = int(params.get("concurrency", 1))
-    runs, notes = evaluation.run_systems(
+    runs, run_notes = evaluation.run_systems(
         selected,
         from_frame(turns, Turn),
         memory,
@@ -60,13 +74,39 @@ def evaluate_systems(
         source,
         {"roles": kinds, "llm": backends.describe()},
         judge.name if judge else None,
-        notes,
+        notes + run_notes,
     )
     trajectories = [
         evaluation.trajectory_record(t) for run in runs.values() for t in run.trajectories
     ]
     table = pd.DataFrame([r.as_dict() for r in rows])
     return trajectories, table, table, summary, summary_metrics(summary)
+
+
+def _trained_planner(
+    spec: str,
+    store: PlannerModelStore,
+    selected: list[Question],
+    params: dict[str, Any],
+    kinds: dict[str, str],
+    role_params: dict[str, dict[str, Any]],
+) -> LLMBackend:
+    """The planner backend for ``evaluation.planner_model``; refuses its training memories."""
+    model = resolve_planner(spec, store)
+    check_not_trained_on(model, {q.memory_id for q in selected})
+    backend_params = dict(params.get("planner_model_backend") or {})
+    cache_dir = backend_params.pop("cache_dir", None)
+    backend = make_backend(
+        {"kind": "transformers", "path": str(model.folder), **backend_params},
+        cache_dir=cache_dir,
+    )
+    kinds["planner"] = "llm"
+    prompt = model.prompt_settings
+    planner_params = role_params.setdefault("planner", {})
+    planner_params.setdefault("graph_chars", prompt.get("graph_chars"))
+    if prompt.get("max_tokens"):
+        planner_params.setdefault("max_tokens", int(prompt["max_tokens"]))
+    return backend
 
 
 def summary_metrics(summary: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "verifier_llm",
                     "answerer_llm",
                     "judge_llm",
+                    "trained_planner",
                     "params:source",
                     "params:evaluation",
                 ],

@@ -1,0 +1,120 @@
+"""The planner's reward: newly recovered gold evidence, at the parent-turn level.
+
+For a state with gold turns ``E*`` and turns already found ``F_t`` (gold turns viewed so far),
+a completion's intents are searched over the memory exactly as the loop would (viewed turns
+excluded, the round's turn budget). With ``x`` the share of the still-missing gold turns the
+output recovers and ``p`` the share of gold already found,
+
+    R_ret = x * (1 + p * (1 - x))
+
+so finishing a nearly complete evidence set earns more than the same share early on, and a turn
+counts once however many intents hit it (the search merges and deduplicates). Small penalties
+keep the output usable: too many entities, queries too short or too long, unparseable output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mera_pipelines.core.errors import ConfigError
+from mera_pipelines.core.llm.json_repair import parse_json_lenient
+from mera_pipelines.core.records import Intent
+from mera_pipelines.core.roles.planner import parse_intents
+from mera_pipelines.core.settings import settings_from_params
+from mera_pipelines.core.text import tokenize
+
+
+@dataclass(frozen=True)
+class RewardSettings:
+    max_entities: int = 4  # per intent; each one more costs `penalty`
+    max_intents: int = 3  # intents beyond this are ignored and cost `penalty` each
+    min_query_words: int = 2
+    max_query_words: int = 30
+    penalty: float = 0.05
+    unparseable: float = -0.2  # the whole reward of an output with no usable intent
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any] | None) -> RewardSettings:
+        settings = settings_from_params(cls, params, "reward")
+        if settings.penalty < 0 or settings.unparseable > 0:
+            raise ConfigError("reward.penalty must be >= 0 and reward.unparseable <= 0")
+        return settings
+
+
+def retrieval_reward(recovered: float, already_found: float) -> float:
+    """``R_ret = x * (1 + p * (1 - x))`` for ``x`` recovered and ``p`` already found, in [0, 1]."""
+    for name, value in (("recovered", recovered), ("already_found", already_found)):
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name} must be a share in [0, 1], got {value}")
+    return recovered * (1.0 + already_found * (1.0 - recovered))
+
+
+@dataclass
+class GoldProgress:
+    """x and p of one output: shares of the missing gold it recovers and of gold already found."""
+
+    gold: set[str]
+    found: set[str]  # gold turns viewed before this output
+    new_hits: set[str] = field(default_factory=set)
+
+    @property
+    def missing(self) -> set[str]:
+        return self.gold - self.found
+
+    @property
+    def recovered_share(self) -> float:
+        missing = self.missing
+        return len(self.new_hits & missing) / len(missing) if missing else 0.0
+
+    @property
+    def found_share(self) -> float:
+        return len(self.found & self.gold) / len(self.gold) if self.gold else 0.0
+
+
+def gold_progress(
+    gold: Iterable[str], viewed: Iterable[str], retrieved: Iterable[str]
+) -> GoldProgress:
+    gold_set = set(gold)
+    viewed_set = set(viewed)
+    found = gold_set & viewed_set
+    # a turn viewed before earns nothing again, and repeats within the output count once
+    new_hits = (set(retrieved) - viewed_set) & gold_set
+    return GoldProgress(gold_set, found, new_hits)
+
+
+@dataclass
+class ParsedPlan:
+    intents: list[Intent]
+    parse_failed: bool
+    penalty: float
+
+
+def parse_plan_output(text: str, settings: RewardSettings) -> ParsedPlan:
+    """Intents from a raw completion, with the format penalties it earned."""
+    try:
+        value = parse_json_lenient(text)
+    except ValueError:  # no JSON at all: an unparseable output, not an error of the run
+        return ParsedPlan([], True, 0.0)
+    intents = parse_intents(value, max_entities=10**6)
+    if not intents:
+        return ParsedPlan([], True, 0.0)
+    penalty = settings.penalty * max(0, len(intents) - settings.max_intents)
+    intents = intents[: settings.max_intents]
+    for intent in intents:
+        penalty += settings.penalty * max(0, len(intent.entities) - settings.max_entities)
+        words = len(tokenize(intent.query_text()))
+        if words < settings.min_query_words or words > settings.max_query_words:
+            penalty += settings.penalty
+        intent.entities = intent.entities[: settings.max_entities]
+    return ParsedPlan(intents, False, penalty)
+
+
+def total_reward(
+    plan: ParsedPlan, progress: GoldProgress | None, settings: RewardSettings
+) -> float:
+    """The scalar GRPO optimises: R_ret minus format penalties; a fixed low value if unparseable."""
+    if plan.parse_failed or progress is None:
+        return settings.unparseable
+    return retrieval_reward(progress.recovered_share, progress.found_share) - plan.penalty

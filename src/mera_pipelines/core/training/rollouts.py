@@ -1,0 +1,232 @@
+"""Executing a planner output against the memory, the GRPO reward function, and rollout
+filtering (keep states where the planner's samples disagree about what they recover)."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mera_pipelines.core.loop import LoopSettings, retrieve_round
+from mera_pipelines.core.memory import MemoryIndex
+from mera_pipelines.core.training.reward import (
+    RewardSettings,
+    gold_progress,
+    parse_plan_output,
+    total_reward,
+)
+from mera_pipelines.core.training.states import PlannerStateRecord
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RolloutOutcome:
+    reward: float
+    recovered_share: float  # x
+    found_share: float  # p
+    new_gold_hits: int
+    parse_failed: bool
+    penalty: float
+    retrieved_turn_ids: list[str] = field(default_factory=list)
+
+
+def score_completion(
+    text: str,
+    memory_id: str,
+    gold_turn_ids: Sequence[str],
+    viewed_turn_ids: Sequence[str],
+    round_index: int,
+    memory: MemoryIndex,
+    loop: LoopSettings,
+    reward: RewardSettings,
+) -> RolloutOutcome:
+    """Run the intents of ``text`` as the loop would at this state and score what they find."""
+    plan = parse_plan_output(text, reward)
+    if plan.parse_failed:
+        return RolloutOutcome(total_reward(plan, None, reward), 0.0, 0.0, 0, True, 0.0)
+    queries = [intent.query_text() for intent in plan.intents]
+    candidates = retrieve_round(memory, queries, memory_id, loop, round_index, viewed_turn_ids)
+    retrieved = [c.turn_id for c in candidates]
+    progress = gold_progress(gold_turn_ids, viewed_turn_ids, retrieved)
+    return RolloutOutcome(
+        reward=total_reward(plan, progress, reward),
+        recovered_share=progress.recovered_share,
+        found_share=progress.found_share,
+        new_gold_hits=len(progress.new_hits),
+        parse_failed=False,
+        penalty=plan.penalty,
+        retrieved_turn_ids=retrieved,
+    )
+
+
+def completion_text(completion: Any) -> str:
+    """trl passes a conversational completion as [{"role": "assistant", "content": ...}]."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        return str(completion[-1].get("content", ""))
+    return str(completion)
+
+
+class RetrievalReward:
+    """The GRPO reward function: each completion's intents searched over the memory its row
+    names; gold, viewed turns and the round are dataset columns. Keeps running totals."""
+
+    __name__ = "retrieval_reward"  # trl names the reward's logged metrics after this
+
+    def __init__(self, memory: MemoryIndex, loop: LoopSettings, reward: RewardSettings) -> None:
+        self.memory = memory
+        self.loop = loop
+        self.reward = reward
+        self.completions = 0
+        self.parse_failures = 0
+
+    def __call__(
+        self,
+        prompts: list[Any],
+        completions: list[Any],
+        memory_id: list[str],
+        gold_turn_ids: list[list[str]],
+        viewed_turn_ids: list[list[str]],
+        round_index: list[int],
+        log_metric: Callable[[str, float], None] | None = None,
+        **_: Any,
+    ) -> list[float]:
+        outcomes = [
+            score_completion(
+                completion_text(completion),
+                memory_id[i],
+                gold_turn_ids[i],
+                viewed_turn_ids[i],
+                int(round_index[i]),
+                self.memory,
+                self.loop,
+                self.reward,
+            )
+            for i, completion in enumerate(completions)
+        ]
+        self.completions += len(outcomes)
+        failures = sum(o.parse_failed for o in outcomes)
+        self.parse_failures += failures
+        if log_metric is not None and outcomes:
+            log_metric("recall_gained", sum(o.recovered_share for o in outcomes) / len(outcomes))
+            log_metric("parse_failure_rate", failures / len(outcomes))
+        return [o.reward for o in outcomes]
+
+
+# ---- rollout filtering ----------------------------------------------------------------------
+
+Sampler = Callable[[PlannerStateRecord, int], list[str]]  # (state, n) -> n completions
+
+
+@dataclass
+class FilterReport:
+    memories: int = 0
+    questions: int = 0
+    states_collected: int = 0
+    states_with_missing_evidence: int = 0
+    states_into_filtering: int = 0
+    dropped_all_zero: int = 0
+    dropped_all_full: int = 0
+    retained: int = 0
+    group_size: int = 0
+    rollouts: int = 0
+    rollout_parse_failures: int = 0
+    mean_rollout_reward: float | None = None
+    mean_rollout_recovered: float | None = None
+
+    @property
+    def retained_share(self) -> float:
+        return self.retained / self.states_into_filtering if self.states_into_filtering else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**vars(self), "retained_share": self.retained_share}
+
+    def table(self) -> list[dict[str, Any]]:
+        """The paper-style state table, one row."""
+        return [
+            {
+                "memories": self.memories,
+                "qas": self.questions,
+                "states_collected": self.states_collected,
+                "states_into_filtering": self.states_into_filtering,
+                "retained": self.retained,
+                "retained_pct": round(100 * self.retained_share, 1),
+            }
+        ]
+
+
+def filter_states(
+    records: Sequence[PlannerStateRecord],
+    sampler: Sampler,
+    memory: MemoryIndex,
+    loop: LoopSettings,
+    reward: RewardSettings,
+    group_size: int,
+    max_states: int | None = None,
+    seed: int = 0,
+    progress: Callable[[Sequence], Any] | None = None,
+) -> tuple[list[PlannerStateRecord], list[dict[str, Any]], FilterReport]:
+    """Sample ``group_size`` outputs per state and keep the states that teach something: drop
+    those where every rollout recovers nothing, or every one recovers all missing evidence.
+    States with nothing missing never enter (no output can earn a reward there).
+    ``group_size=0`` turns the rollouts off: every state with missing evidence is kept."""
+    report = FilterReport(
+        memories=len({r.memory_id for r in records}),
+        questions=len({r.question_id for r in records}),
+        states_collected=len(records),
+        group_size=group_size,
+    )
+    candidates = [r for r in records if r.missing_turn_ids]
+    report.states_with_missing_evidence = len(candidates)
+    if max_states is not None and len(candidates) > max_states:
+        candidates = random.Random(seed).sample(candidates, max_states)
+    report.states_into_filtering = len(candidates)
+    if group_size == 0:  # filtering off: every state with missing evidence trains
+        report.retained = len(candidates)
+        return list(candidates), [], report
+    retained: list[PlannerStateRecord] = []
+    rollout_rows: list[dict[str, Any]] = []
+    rewards, recovered = [], []
+    for record in progress(candidates) if progress else candidates:
+        outcomes = []
+        for sample_index, text in enumerate(sampler(record, group_size)):
+            outcome = score_completion(
+                text,
+                record.memory_id,
+                record.gold_turn_ids,
+                record.viewed_turn_ids,
+                record.round_index,
+                memory,
+                loop,
+                reward,
+            )
+            outcomes.append(outcome)
+            rollout_rows.append(
+                {
+                    "state_id": record.state_id,
+                    "sample": sample_index,
+                    "completion": text,
+                    "reward": outcome.reward,
+                    "recovered_share": outcome.recovered_share,
+                    "parse_failed": outcome.parse_failed,
+                }
+            )
+        report.rollouts += len(outcomes)
+        report.rollout_parse_failures += sum(o.parse_failed for o in outcomes)
+        rewards.extend(o.reward for o in outcomes)
+        recovered.extend(o.recovered_share for o in outcomes)
+        shares = [o.recovered_share for o in outcomes]
+        if all(share == 0.0 for share in shares):
+            report.dropped_all_zero += 1
+        elif all(share == 1.0 for share in shares):
+            report.dropped_all_full += 1
+        else:
+            retained.append(record)
+    report.retained = len(retained)
+    report.mean_rollout_reward = sum(rewards) / len(rewards) if rewards else None
+    report.mean_rollout_recovered = sum(recovered) / len(recovered) if recovered else None
+    return retained, rollout_rows, report

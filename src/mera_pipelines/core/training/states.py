@@ -1,0 +1,128 @@
+"""Planner-state collection: full MERA trajectories on training questions, one record saved
+before every planner call (question, graph, query history, gold turns E*, found turns F_t,
+memory id), with the teacher planner's plan for that state (the SFT target)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mera_pipelines.core.graph import EvidenceGraph
+from mera_pipelines.core.llm.concurrency import ItemFailure, map_bounded
+from mera_pipelines.core.loop import LoopSettings, Roles, round_budget, run_mera
+from mera_pipelines.core.memory import MemoryIndex
+from mera_pipelines.core.records import Question
+from mera_pipelines.core.roles.planner import Planner, PlannerState, intents_to_json
+
+
+@dataclass
+class PlannerStateRecord:
+    state_id: str  # "<question_id>#<round>"
+    memory_id: str
+    question_id: str
+    question: str
+    round_index: int
+    graph_text: str
+    query_history: list[str]
+    anchors: list[str]
+    new_anchors: list[str]
+    uncovered_words: list[str]
+    new_evidence: list[str]
+    max_intents: int
+    gold_turn_ids: list[str]  # E*
+    viewed_turn_ids: list[str]  # every turn shown so far (excluded from the next search)
+    found_turn_ids: list[str]  # F_t: gold turns among the viewed ones
+    turn_budget: int  # new turns the next search may show
+    teacher_output: str  # the teacher planner's intents for this state, as the reply JSON
+
+    @property
+    def missing_turn_ids(self) -> list[str]:
+        found = set(self.found_turn_ids)
+        return [t for t in self.gold_turn_ids if t not in found]
+
+    def planner_state(self) -> PlannerState:
+        return PlannerState(
+            question=self.question,
+            graph_text=self.graph_text,
+            query_history=list(self.query_history),
+            anchors=list(self.anchors),
+            new_anchors=list(self.new_anchors),
+            uncovered_words=list(self.uncovered_words),
+            round_index=self.round_index,
+            max_intents=self.max_intents,
+            new_evidence=list(self.new_evidence),
+        )
+
+
+@dataclass
+class CollectionReport:
+    questions: int = 0
+    failed_questions: list[str] = field(default_factory=list)
+    states: int = 0
+    states_with_missing_evidence: int = 0
+    mean_rounds: float = 0.0
+    final_recall: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+def collect_states(
+    questions: Sequence[Question],
+    memory: MemoryIndex,
+    roles: Roles,
+    settings: LoopSettings,
+    teacher: Planner,
+    concurrency: int = 1,
+) -> tuple[list[PlannerStateRecord], CollectionReport]:
+    """Run MERA on each question and keep the state before every planner call."""
+
+    def one(question: Question) -> tuple[list[PlannerStateRecord], Any]:
+        records: list[PlannerStateRecord] = []
+
+        def keep(q: Question, state: PlannerState, _graph: EvidenceGraph, viewed, _accepted):
+            gold = list(q.gold_turn_ids)
+            records.append(
+                PlannerStateRecord(
+                    state_id=f"{q.question_id}#{state.round_index}",
+                    memory_id=q.memory_id,
+                    question_id=q.question_id,
+                    question=q.question,
+                    round_index=state.round_index,
+                    graph_text=state.graph_text,
+                    query_history=list(state.query_history),
+                    anchors=list(state.anchors),
+                    new_anchors=list(state.new_anchors),
+                    uncovered_words=list(state.uncovered_words),
+                    new_evidence=list(state.new_evidence),
+                    max_intents=state.max_intents,
+                    gold_turn_ids=gold,
+                    viewed_turn_ids=list(viewed),
+                    found_turn_ids=[t for t in gold if t in set(viewed)],
+                    turn_budget=round_budget(settings, state.round_index),
+                    teacher_output=intents_to_json(teacher.plan(state).intents),
+                )
+            )
+
+        trajectory = run_mera(question, memory, roles, settings, system="collect", on_plan=keep)
+        return records, trajectory
+
+    results = map_bounded(one, list(questions), concurrency=concurrency, desc="collect states")
+    report = CollectionReport(questions=len(questions))
+    records: list[PlannerStateRecord] = []
+    rounds, recalls = [], []
+    for question, result in zip(questions, results, strict=True):
+        if isinstance(result, ItemFailure):
+            report.failed_questions.append(f"{question.question_id}: {result.message}")
+            continue
+        question_records, trajectory = result
+        records.extend(question_records)
+        rounds.append(len(trajectory.rounds))
+        if trajectory.rounds and trajectory.rounds[-1].recall_retrieved is not None:
+            recalls.append(trajectory.rounds[-1].recall_retrieved)
+    report.states = len(records)
+    report.states_with_missing_evidence = sum(1 for r in records if r.missing_turn_ids)
+    report.mean_rounds = sum(rounds) / len(rounds) if rounds else 0.0
+    report.final_recall = sum(recalls) / len(recalls) if recalls else None
+    return records, report

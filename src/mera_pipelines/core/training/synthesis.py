@@ -1,0 +1,484 @@
+"""Training QA synthesis from training memories: questions, answers and gold evidence turns.
+
+Three question types (``QA_TYPES``): single-hop (one statement, its key span asked for),
+multi-hop (a second statement reachable only through an entity named in the first: the question
+describes that entity by the first statement instead of naming it) and temporal (when something
+happened, answered with the date the memory resolves).
+
+Statements come from the atomic facts of the memory and, when the source has them, from LoCoMo's
+``observation`` records (a fact with its evidence turn ids). The heuristic writer turns them into
+cloze-style questions offline; ``LLMQuestionWriter`` asks any backend for natural questions. Every
+item passes the same grounding check — the answer must be supported by the evidence turns and every
+evidence turn must be a retrievable parent turn of the memory — and rejections are counted by reason.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from mera_pipelines.core.errors import ConfigError, LLMCallError
+from mera_pipelines.core.llm import LLMBackend
+from mera_pipelines.core.records import Fact, Question, Turn
+from mera_pipelines.core.roles.common import build_role, fence_data, load_prompt, render_messages
+from mera_pipelines.core.settings import settings_from_params
+from mera_pipelines.core.temporal import normalise_relative_times, parse_timestamp
+from mera_pipelines.core.text import content_words, extract_keywords, proper_names, tokenize
+
+QA_TYPES = ("single_hop", "multi_hop", "temporal")
+QUESTION_WRITER_PROMPT = "write_questions.txt"
+
+# "Maya said: ..." / "Theo asked: ..." prefixes of heuristic facts carry no content
+_ATTRIBUTION_RE = re.compile(r"^\s*[\w' .-]{1,40}\b(?:said|asked|replied|added):\s*", re.I)
+_RESOLVED_TIME_RE = re.compile(r"\s*\(((?:the week of |the weekend of |about )?[^()]{4,30})\)")
+_ARTICLE_BEFORE_RE = re.compile(r"\b(?:the|a|an|his|her|their|my|our)\s+$", re.I)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One atomic, self-contained statement of a memory with the turns that support it."""
+
+    memory_id: str
+    text: str
+    turn_ids: tuple[str, ...]
+    speaker: str
+    time: str | None  # ISO time of the (first) evidence turn's session
+    origin: str  # "fact" or "observation"
+
+
+@dataclass(frozen=True)
+class SynthesisSettings:
+    writer: str = "heuristic"  # heuristic | llm
+    max_per_memory: int = 60
+    types: tuple[str, ...] = QA_TYPES
+    seed: int = 0
+    min_statement_words: int = 5
+    max_answer_words: int = 8
+    use_observations: bool = True
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any] | None) -> SynthesisSettings:
+        params = dict(params or {})
+        if "types" in params:
+            params["types"] = tuple(params["types"])
+        settings = settings_from_params(cls, params, "training.synthesis")
+        bad = sorted(set(settings.types) - set(QA_TYPES))
+        if bad or not settings.types:
+            raise ConfigError(f"training.synthesis.types {bad} unknown; use some of {QA_TYPES}")
+        if settings.max_per_memory < 1:
+            raise ConfigError("training.synthesis.max_per_memory must be >= 1")
+        return settings
+
+
+@dataclass
+class SynthesisReport:
+    memories: list[str] = field(default_factory=list)
+    statements: int = 0
+    written: Counter = field(default_factory=Counter)  # by QA type
+    rejected: Counter = field(default_factory=Counter)  # by reason
+    writer_failures: list[str] = field(default_factory=list)  # "memory_id: why"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "memories": self.memories,
+            "statements": self.statements,
+            "questions": sum(self.written.values()),
+            "questions_by_type": dict(self.written),
+            "rejected": sum(self.rejected.values()),
+            "rejected_by_reason": dict(self.rejected),
+            "writer_failures": self.writer_failures,
+        }
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A question before the grounding check."""
+
+    memory_id: str
+    question: str
+    answer: str
+    turn_ids: tuple[str, ...]
+    qa_type: str
+
+
+# ---- statements ---------------------------------------------------------------------------
+
+
+def statements_from_facts(facts: Iterable[Fact], min_words: int = 5) -> list[Statement]:
+    """Declarative facts without their "X said:" prefix; questions and small talk left out."""
+    out = []
+    for fact in facts:
+        text = _ATTRIBUTION_RE.sub("", fact.text).strip()
+        if text.endswith("?") or len(content_words(text)) < min_words - 2:
+            continue
+        if len(tokenize(text)) < min_words:
+            continue
+        out.append(
+            Statement(fact.memory_id, text, (fact.turn_id,), fact.speaker, fact.timestamp, "fact")
+        )
+    return out
+
+
+def observations_from_locomo(samples: Sequence[dict[str, Any]]) -> list[Statement]:
+    """LoCoMo ``observation`` records: ``{session_N_observation: {speaker: [[text, ids]]}}``."""
+    out = []
+    for sample in samples:
+        memory_id = str(sample.get("sample_id", ""))
+        observations = sample.get("observation")
+        if not memory_id or not isinstance(observations, dict):
+            continue
+        for per_speaker in observations.values():
+            if not isinstance(per_speaker, dict):
+                continue
+            for speaker, items in per_speaker.items():
+                for item in items if isinstance(items, list) else []:
+                    statement = _observation(memory_id, str(speaker), item)
+                    if statement is not None:
+                        out.append(statement)
+    return out
+
+
+def _observation(memory_id: str, speaker: str, item: Any) -> Statement | None:
+    if not isinstance(item, list | tuple) or len(item) != 2 or not isinstance(item[0], str):
+        return None
+    ids = item[1] if isinstance(item[1], list) else [item[1]]
+    turn_ids = tuple(str(i).strip() for i in ids if isinstance(i, str) and i.strip())
+    if not turn_ids:
+        return None
+    return Statement(memory_id, item[0].strip(), turn_ids, speaker, None, "observation")
+
+
+def with_turn_times(statements: list[Statement], turns: Iterable[Turn]) -> list[Statement]:
+    """Observations carry no time: give each the session time of its first evidence turn."""
+    times = {(t.memory_id, t.turn_id): t.session_time for t in turns}
+    return [
+        s
+        if s.time is not None
+        else Statement(
+            s.memory_id,
+            s.text,
+            s.turn_ids,
+            s.speaker,
+            times.get((s.memory_id, s.turn_ids[0])),
+            s.origin,
+        )
+        for s in statements
+    ]
+
+
+# ---- the heuristic writer -------------------------------------------------------------------
+
+
+def cloze(text: str, span: str, asked: str = "what") -> str | None:
+    """``text`` with ``span`` replaced by ``asked`` (and an article before it dropped), as a
+    question; None when the span does not occur or the rest is too short to ask anything."""
+    match = re.search(r"(?<!\w)" + re.escape(span) + r"(?!\w)", text, re.I)
+    if match is None:
+        return None
+    before = _ARTICLE_BEFORE_RE.sub("", text[: match.start()])
+    after = text[match.end() :]
+    question = f"{before}{asked}{after}".strip()
+    question = re.sub(r"[\s.!;,:]+$", "", question) + "?"
+    question = question[0].upper() + question[1:]
+    return question if len(content_words(question)) >= 3 else None
+
+
+def answer_span(statement: Statement, avoid: Iterable[str] = ()) -> str | None:
+    """The span a single-hop question asks for: a name or noun of the statement, not its
+    subject (the speaker) and not a word the caller wants to keep in the question."""
+    avoided = {w.lower() for w in avoid} | {statement.speaker.lower()}
+    first_word = (tokenize(statement.text) or [""])[0]
+    for keyword in extract_keywords(statement.text, max_keywords=8):
+        low = keyword.lower()
+        if low in avoided or low == first_word or len(low) < 3:
+            continue
+        return keyword
+    return None
+
+
+class HeuristicQuestionWriter:
+    """Cloze-style questions from statements (offline, deterministic for a seed)."""
+
+    name = "heuristic"
+
+    def __init__(self, max_answer_words: int = 8) -> None:
+        self.max_answer_words = max_answer_words
+
+    def write(
+        self, statements: list[Statement], types: Sequence[str], limit: int, rng: random.Random
+    ) -> list[Draft]:
+        pools = {
+            "single_hop": self._single_hop,
+            "temporal": self._temporal,
+            "multi_hop": self._multi_hop,
+        }
+        shuffled = list(statements)
+        rng.shuffle(shuffled)
+        per_type = max(1, limit // len(types))
+        drafts: list[Draft] = []
+        for qa_type in types:
+            drafts.extend(pools[qa_type](shuffled)[:per_type])
+        return drafts
+
+    def _single_hop(self, statements: list[Statement]) -> list[Draft]:
+        out = []
+        for s in statements:
+            span = answer_span(s)
+            question = cloze(s.text, span) if span else None
+            if question:
+                out.append(Draft(s.memory_id, question, span, s.turn_ids, "single_hop"))
+        return out
+
+    def _temporal(self, statements: list[Statement]) -> list[Draft]:
+        out = []
+        for s in statements:
+            resolved = self._resolved_time(s)
+            if resolved is None:
+                continue
+            text, when = resolved
+            body = re.sub(r"[\s.!?;,:]+$", "", text)
+            question = f"When did this happen: {body}?"
+            out.append(Draft(s.memory_id, question, when, s.turn_ids, "temporal"))
+        return out
+
+    @staticmethod
+    def _resolved_time(s: Statement) -> tuple[str, str] | None:
+        """(statement without the time, the time) when a relative time resolves to a date."""
+        text = s.text
+        if s.origin == "observation":  # observations keep "last month": resolve them now
+            text, mentions = normalise_relative_times(text, parse_timestamp(s.time))
+            if not mentions:
+                return None
+        match = _RESOLVED_TIME_RE.search(text)
+        if match is None or not any(ch.isdigit() for ch in match.group(1)):
+            return None
+        when = match.group(1)
+        # drop the relative expression with its resolution ("last month (February 2023)")
+        before = re.sub(
+            r"\s*\b(?:on|in|at|last|next|this)?\s*[\w-]*\s*$", "", text[: match.start()]
+        )
+        return (before + text[match.end() :]).strip(), when
+
+    def _multi_hop(self, statements: list[Statement]) -> list[Draft]:
+        """s1 names a bridge entity E; s2 (another turn) says something about E. The question
+        asks s2's span and describes E by s1 without naming it, so E is found in hop one."""
+        by_entity: dict[tuple[str, str], list[Statement]] = defaultdict(list)
+        for s in statements:
+            for name in proper_names(s.text):
+                if name.lower() != s.speaker.lower():
+                    by_entity[(s.memory_id, name)].append(s)
+        out = []
+        for (_, entity), group in by_entity.items():
+            if len(group) < 2 or len(group) > 6:  # a bridge must be specific, not everywhere
+                continue
+            first = group[0]
+            second = next(
+                (g for g in group[1:] if set(g.turn_ids).isdisjoint(first.turn_ids)), None
+            )
+            if second is None:
+                continue
+            # the answer must not already be in the description of the bridge
+            span = answer_span(second, avoid=[*tokenize(entity), *tokenize(first.text)])
+            asked = cloze(second.text, span) if span else None
+            description = cloze(first.text, entity, "someone")
+            if not asked or not description or entity.lower() not in second.text.lower():
+                continue
+            hidden = re.sub(re.escape(entity), "that one", asked, flags=re.I)
+            if entity.lower() in hidden.lower():
+                continue
+            question = f"{description[:-1]}. About that one: {hidden}"
+            turn_ids = tuple(dict.fromkeys(first.turn_ids + second.turn_ids))
+            out.append(Draft(first.memory_id, question, span, turn_ids, "multi_hop"))
+        return out
+
+
+# ---- the LLM writer ---------------------------------------------------------------------------
+
+WRITER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "questions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "question": {"type": "string"},
+                    "answer": {"type": "string"},
+                    "evidence": {"type": "array", "items": {"type": "string"}},
+                    "type": {"type": "string"},
+                },
+                "required": ["question", "answer", "evidence"],
+            },
+        }
+    },
+    "required": ["questions"],
+}
+
+
+class LLMQuestionWriter:
+    """Natural questions from a backend, a batch of numbered statements at a time."""
+
+    def __init__(self, backend: LLMBackend, batch_size: int = 12, max_tokens: int = 1024) -> None:
+        self.backend = backend
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        self.template = load_prompt(QUESTION_WRITER_PROMPT)
+        self.name = f"llm:{getattr(backend, 'model_name', 'model')}"
+        self.failures: list[str] = []
+
+    def write(
+        self, statements: list[Statement], types: Sequence[str], limit: int, rng: random.Random
+    ) -> list[Draft]:
+        shuffled = list(statements)
+        rng.shuffle(shuffled)
+        drafts: list[Draft] = []
+        for start in range(0, len(shuffled), self.batch_size):
+            if len(drafts) >= limit:
+                break
+            drafts.extend(self._batch(shuffled[start : start + self.batch_size], types))
+        return drafts
+
+    def _batch(self, batch: list[Statement], types: Sequence[str]) -> list[Draft]:
+        lines = "\n".join(
+            f"[{'/'.join(s.turn_ids)}] ({s.time or 'unknown time'}) {fence_data(s.text)}"
+            for s in batch
+        )
+        messages = render_messages(self.template, {"statements": lines, "types": ", ".join(types)})
+        memory_id = batch[0].memory_id
+        try:
+            completion = self.backend.complete_json(
+                messages, schema=WRITER_SCHEMA, max_tokens=self.max_tokens, temperature=0.0
+            )
+        except LLMCallError as exc:
+            self.failures.append(f"{memory_id}: {exc}")
+            return []
+        items = (
+            completion.parsed.get("questions", []) if isinstance(completion.parsed, dict) else []
+        )
+        drafts = []
+        for item in items if isinstance(items, list) else []:
+            draft = _draft_from_item(memory_id, item, types)
+            if draft is not None:
+                drafts.append(draft)
+        return drafts
+
+
+def _draft_from_item(memory_id: str, item: Any, types: Sequence[str]) -> Draft | None:
+    if not isinstance(item, dict):
+        return None
+    question, answer = item.get("question"), item.get("answer")
+    evidence = item.get("evidence")
+    if not isinstance(question, str) or not isinstance(answer, str):
+        return None
+    ids: list[str] = []
+    for value in evidence if isinstance(evidence, list) else []:
+        ids.extend(part.strip() for part in str(value).split("/") if part.strip())
+    qa_type = item.get("type") if item.get("type") in types else types[0]
+    return Draft(memory_id, question.strip(), answer.strip(), tuple(ids), str(qa_type))
+
+
+_WRITERS = {"heuristic": HeuristicQuestionWriter, "llm": LLMQuestionWriter}
+
+
+class QuestionWriter(Protocol):
+    name: str
+
+    def write(
+        self, statements: list[Statement], types: Sequence[str], limit: int, rng: random.Random
+    ) -> list[Draft]: ...
+
+
+def make_question_writer(kind: str, backend: LLMBackend | None = None, **params: Any):
+    return build_role("question writer", kind, _WRITERS, backend, params)
+
+
+# ---- grounding and the whole stage -----------------------------------------------------------
+
+
+def grounding_problem(
+    draft: Draft, turn_text: dict[str, str], indexed_turns: set[str], max_answer_words: int
+) -> str | None:
+    """Why a draft is rejected, or None when it is grounded and usable."""
+    if not draft.turn_ids:
+        return "no_evidence"
+    if any(t not in turn_text or t not in indexed_turns for t in draft.turn_ids):
+        return "evidence_not_in_memory"
+    answer_words = content_words(draft.answer)
+    if not answer_words or len(tokenize(draft.answer)) > max_answer_words:
+        return "answer_length"
+    if len(content_words(draft.question)) < 3:
+        return "question_too_short"
+    question_words = {w.lower() for w in tokenize(draft.question)}
+    if all(w.lower() in question_words for w in answer_words):
+        return "answer_in_question"
+    evidence = " ".join(turn_text[t] for t in draft.turn_ids)
+    evidence_words = {w.lower() for w in tokenize(evidence)}
+    if not all(w.lower() in evidence_words for w in answer_words):
+        return "answer_not_in_evidence"
+    return None
+
+
+def synthesize_questions(
+    memory_ids: Sequence[str],
+    turns: Sequence[Turn],
+    facts: Sequence[Fact],
+    writer: QuestionWriter,
+    settings: SynthesisSettings,
+    observations: Sequence[Statement] = (),
+) -> tuple[list[Question], SynthesisReport]:
+    """Grounded questions for each memory in ``memory_ids`` (training memories only)."""
+    wanted = set(memory_ids)
+    report = SynthesisReport(memories=sorted(wanted))
+    questions: list[Question] = []
+    for memory_id in sorted(wanted):
+        memory_turns = [t for t in turns if t.memory_id == memory_id]
+        turn_text = {t.turn_id: _turn_text(t) for t in memory_turns}
+        memory_facts = [f for f in facts if f.memory_id == memory_id]
+        indexed = {f.turn_id for f in memory_facts}
+        statements = statements_from_facts(memory_facts, settings.min_statement_words)
+        if settings.use_observations:
+            own = [o for o in observations if o.memory_id == memory_id]
+            statements = with_turn_times(own, memory_turns) + statements
+        report.statements += len(statements)
+        rng = random.Random(f"{settings.seed}:{memory_id}")
+        drafts = writer.write(statements, settings.types, settings.max_per_memory * 2, rng)
+        seen: set[str] = set()
+        kept = 0
+        for draft in drafts:
+            key = " ".join(tokenize(draft.question))
+            problem = "duplicate" if key in seen else None
+            problem = problem or grounding_problem(
+                draft, turn_text, indexed, settings.max_answer_words
+            )
+            if problem:
+                report.rejected[problem] += 1
+                continue
+            if kept >= settings.max_per_memory:
+                break
+            seen.add(key)
+            kept += 1
+            report.written[draft.qa_type] += 1
+            questions.append(_question(draft, kept))
+    report.writer_failures.extend(getattr(writer, "failures", []))
+    return questions, report
+
+
+def _turn_text(turn: Turn) -> str:
+    """The turn as evidence: its words and the dates its relative times resolve to."""
+    text, _ = normalise_relative_times(turn.text, parse_timestamp(turn.session_time))
+    return " ".join(p for p in (turn.speaker, text, turn.image_caption or "") if p)
+
+
+def _question(draft: Draft, number: int) -> Question:
+    return Question(
+        question_id=f"syn-{draft.memory_id}-{number:04d}",
+        memory_id=draft.memory_id,
+        question=draft.question,
+        answer=draft.answer,
+        category=draft.qa_type,
+        gold_turn_ids=list(draft.turn_ids),
+    )

@@ -1,0 +1,297 @@
+"""SFT warm start and GRPO for the planner with trl, plus sampling a planner for filtering.
+
+Both trainers start from a model folder and return a new folder (a temporary directory the
+model store then moves into place). Training curves go to ``log_metrics(name_values, step)``,
+which the pipeline wires to MLflow; core code knows nothing about the tracker.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mera_pipelines.core.errors import ConfigError
+from mera_pipelines.core.llm.base import ChatMessage
+from mera_pipelines.core.settings import settings_from_params
+
+logger = logging.getLogger(__name__)
+
+MetricsLogger = Callable[[dict[str, float], int], None]
+
+
+@dataclass(frozen=True)
+class SFTSettings:
+    enabled: bool = True
+    max_steps: int = 60
+    batch_size: int = 4
+    learning_rate: float = 5e-5
+    max_length: int = 768
+    seed: int = 0
+    use_cpu: bool = True  # false on GPUs (conf/paper)
+    bf16: bool = False
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any] | None) -> SFTSettings:
+        return settings_from_params(cls, params, "training.sft")
+
+
+@dataclass(frozen=True)
+class GRPOSettings:
+    steps: int = 30
+    num_generations: int = 4  # group size G
+    prompts_per_step: int = 1
+    learning_rate: float = 1e-6
+    beta: float = 0.0  # KL coefficient (trl's default: no reference model)
+    epsilon: float = 0.2  # clip range
+    temperature: float = 1.0
+    max_completion_length: int = 96
+    seed: int = 0
+    use_cpu: bool = True  # false on GPUs (conf/paper)
+    bf16: bool = False
+    use_vllm: bool = False  # trl's vLLM generation (GPU only)
+    vllm_mode: str = "colocate"  # or "server" (`trl vllm-serve`)
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any] | None) -> GRPOSettings:
+        settings = settings_from_params(cls, params, "training.grpo")
+        if settings.num_generations < 2:
+            raise ConfigError("training.grpo.num_generations must be >= 2 (group advantages)")
+        return settings
+
+
+@dataclass
+class TrainingLog:
+    """What a trainer did: its log history and the seconds of each optimisation step."""
+
+    steps: int = 0
+    seconds: float = 0.0
+    step_seconds: list[float] = field(default_factory=list)
+    history: list[dict[str, float]] = field(default_factory=list)
+
+    @property
+    def median_step_seconds(self) -> float | None:
+        return statistics.median(self.step_seconds) if self.step_seconds else None
+
+    def curve(self, key: str) -> list[float]:
+        return [h[key] for h in self.history if key in h]
+
+    def summary(self) -> dict[str, Any]:
+        last = next((h for h in reversed(self.history) if "loss" in h), {})
+        return {
+            "steps": self.steps,
+            "seconds": round(self.seconds, 2),
+            "median_step_seconds": self.median_step_seconds,
+            "final_loss": last.get("loss"),
+            "loss_curve": self.curve("loss"),
+        }
+
+
+def _callback(log: TrainingLog, prefix: str, log_metrics: MetricsLogger | None):
+    from transformers import TrainerCallback
+
+    class Tracking(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            self._started = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            log.step_seconds.append(time.perf_counter() - getattr(self, "_started", 0.0))
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            numbers = {k: float(v) for k, v in (logs or {}).items() if _is_number(v)}
+            log.history.append({**numbers, "step": state.global_step})
+            if log_metrics and numbers:
+                log_metrics(
+                    {f"{prefix}.{_metric_name(k)}": v for k, v in numbers.items()},
+                    state.global_step,
+                )
+
+    return Tracking()
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _metric_name(key: str) -> str:
+    # MLflow metric names allow "/", but flat names read better in the UI next to ours
+    return key.replace("/", ".")
+
+
+def _common_arguments(settings: SFTSettings | GRPOSettings, output: Path) -> dict[str, Any]:
+    """Trainer arguments SFT and GRPO share: log every step, save only at the end, no hub,
+    no external trackers (curves go to MLflow through the callback)."""
+    return {
+        "output_dir": str(output / "trainer"),
+        "learning_rate": settings.learning_rate,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "use_cpu": settings.use_cpu,
+        "bf16": settings.bf16,
+        "seed": settings.seed,
+        "dataloader_num_workers": 0,
+    }
+
+
+def _load(folder: Path, threads: int | None):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if threads:
+        torch.set_num_threads(int(threads))
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    if tokenizer.chat_template is None:
+        raise ConfigError(f"The tokenizer in '{folder}' has no chat template")
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
+    return model, tokenizer
+
+
+def run_sft(
+    base_folder: Path,
+    examples: Sequence[tuple[list[ChatMessage], str]],
+    settings: SFTSettings,
+    threads: int | None = None,
+    log_metrics: MetricsLogger | None = None,
+) -> tuple[Path, TrainingLog]:
+    """Supervised warm start on (prompt messages, teacher reply) pairs; completion-only loss."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    if not examples:
+        raise ConfigError("SFT has no examples: no planner states were collected")
+    model, tokenizer = _load(base_folder, threads)
+    rows = [
+        {"prompt": prompt, "completion": [{"role": "assistant", "content": reply}]}
+        for prompt, reply in examples
+    ]
+    output = Path(tempfile.mkdtemp(prefix="mera-sft-"))
+    config = SFTConfig(
+        **_common_arguments(settings, output),
+        max_steps=settings.max_steps,
+        per_device_train_batch_size=settings.batch_size,
+        max_length=settings.max_length,
+    )
+    log = TrainingLog()
+    trainer = SFTTrainer(
+        model=model,
+        args=config,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        callbacks=[_callback(log, "sft", log_metrics)],
+    )
+    started = time.perf_counter()
+    trainer.train()
+    log.seconds = time.perf_counter() - started
+    log.steps = trainer.state.global_step
+    folder = output / "model"
+    trainer.save_model(str(folder))
+    tokenizer.save_pretrained(folder)
+    return folder, log
+
+
+def run_grpo(
+    start_folder: Path,
+    rows: Sequence[dict[str, Any]],
+    reward_function: Callable[..., list[float]],
+    settings: GRPOSettings,
+    threads: int | None = None,
+    log_metrics: MetricsLogger | None = None,
+) -> tuple[Path, TrainingLog]:
+    """GRPO on planner states. Each row: ``prompt`` (chat messages) plus the columns the
+    reward reads (memory_id, gold_turn_ids, viewed_turn_ids, round_index)."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    if not rows:
+        raise ConfigError(
+            "GRPO has no training states: rollout filtering kept none (try more synthesised "
+            "questions, a larger training.filtering.max_states or another group size)"
+        )
+    model, tokenizer = _load(start_folder, threads)
+    output = Path(tempfile.mkdtemp(prefix="mera-grpo-"))
+    config = GRPOConfig(
+        **_common_arguments(settings, output),
+        max_steps=settings.steps,
+        per_device_train_batch_size=settings.prompts_per_step * settings.num_generations,
+        num_generations=settings.num_generations,
+        max_completion_length=settings.max_completion_length,
+        beta=settings.beta,
+        epsilon=settings.epsilon,
+        temperature=settings.temperature,
+        use_vllm=settings.use_vllm,
+        vllm_mode=settings.vllm_mode,
+    )
+    log = TrainingLog()
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward_function],
+        args=config,
+        train_dataset=Dataset.from_list(list(rows)),
+        processing_class=tokenizer,
+        callbacks=[_callback(log, "grpo", log_metrics)],
+    )
+    started = time.perf_counter()
+    trainer.train()
+    log.seconds = time.perf_counter() - started
+    log.steps = trainer.state.global_step
+    folder = output / "model"
+    trainer.save_model(str(folder))
+    tokenizer.save_pretrained(folder)
+    return folder, log
+
+
+class PlannerSampler:
+    """Samples several replies of a model folder for one prompt (rollout filtering)."""
+
+    def __init__(
+        self,
+        folder: Path,
+        max_new_tokens: int = 96,
+        temperature: float = 1.0,
+        threads: int | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.folder = folder
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.threads = threads
+        self.seed = seed
+        self._model = None
+        self._tokenizer = None
+
+    def sample(self, messages: list[ChatMessage], n: int) -> list[str]:
+        import torch
+
+        if self._model is None:
+            self._model, self._tokenizer = _load(self.folder, self.threads)
+            self._model.eval()
+            torch.manual_seed(self.seed)
+        tokenizer = self._tokenizer
+        encoded = tokenizer.apply_chat_template(
+            messages,
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=True,
+            return_tensors="pt",
+        )
+        with torch.inference_mode():
+            output = self._model.generate(
+                **encoded,
+                do_sample=True,
+                temperature=self.temperature,
+                top_p=1.0,
+                top_k=0,
+                max_new_tokens=self.max_new_tokens,
+                num_return_sequences=n,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        start = encoded["input_ids"].shape[1]
+        return [tokenizer.decode(row[start:], skip_special_tokens=True).strip() for row in output]

@@ -1,0 +1,235 @@
+"""Thin nodes over ``core.training``: base model, SFT, rollout filtering, GRPO."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from mera_pipelines.core.errors import ConfigError
+from mera_pipelines.core.llm.smollm2 import DEFAULT_TARGET, ensure_smollm2
+from mera_pipelines.core.loop import LoopSettings
+from mera_pipelines.core.memory import MemoryIndex
+from mera_pipelines.core.roles.common import load_prompt
+from mera_pipelines.core.roles.planner import DEFAULT_PLAN_PROMPT, render_plan_prompt
+from mera_pipelines.core.training.model_store import (
+    PlannerModel,
+    PlannerModelStore,
+    read_model_folder,
+)
+from mera_pipelines.core.training.reward import RewardSettings
+from mera_pipelines.core.training.rollouts import RetrievalReward, filter_states
+from mera_pipelines.core.training.states import PlannerStateRecord
+from mera_pipelines.core.training.trainers import (
+    GRPOSettings,
+    PlannerSampler,
+    SFTSettings,
+    run_grpo,
+    run_sft,
+)
+from mera_pipelines.pipelines.tracking import mlflow_step_logger
+
+
+def prepare_base_planner(params: dict[str, Any]) -> PlannerModel:
+    """The model training starts from: the packaged SmolLM2 (converted once) or a folder."""
+    base = dict(params.get("base_model") or {})
+    kind = base.get("kind", "smollm2")
+    if kind == "smollm2":
+        folder = ensure_smollm2(base.get("path") or DEFAULT_TARGET)
+    elif kind == "folder":
+        if not base.get("path"):
+            raise ConfigError("training.base_model.kind 'folder' needs 'path'")
+        folder = read_model_folder(base["path"]).folder
+    else:
+        raise ConfigError(f"training.base_model.kind must be 'smollm2' or 'folder', got {kind!r}")
+    return PlannerModel(Path(folder), {"stage": "base", "base_model": str(folder)})
+
+
+def warm_start_planner(
+    base: PlannerModel, states: pd.DataFrame, split: dict[str, Any], params: dict[str, Any]
+) -> tuple[PlannerModel, dict[str, Any]]:
+    """SFT on the teacher's plans for the collected states (or the base model unchanged)."""
+    settings = SFTSettings.from_params(params.get("sft"))
+    prompt = _prompt_settings(params)
+    metadata = {
+        "base_model": base.metadata.get("base_model", str(base.folder)),
+        "train_memory_ids": split["train_memory_ids"],
+        "prompt": prompt,
+    }
+    if not settings.enabled:
+        return PlannerModel(base.folder, {**metadata, "stage": "base"}), {"enabled": False}
+    records = _records(states)
+    template = load_prompt(DEFAULT_PLAN_PROMPT)
+    examples = [
+        (render_plan_prompt(template, r.planner_state(), prompt["graph_chars"]), r.teacher_output)
+        for r in records
+    ]
+    folder, log = run_sft(
+        base.folder, examples, settings, params.get("torch_threads"), mlflow_step_logger()
+    )
+    report = {"enabled": True, "examples": len(examples), **log.summary()}
+    return PlannerModel(folder, {**metadata, "stage": "sft", "sft": report}), report
+
+
+def filter_training_states(
+    states: pd.DataFrame,
+    sft_planners: PlannerModelStore,
+    memory: MemoryIndex,
+    params: dict[str, Any],
+    loop_params: dict[str, Any],
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any], dict[str, Any]]:
+    """G samples of the warm-started planner per state; keep states whose samples disagree."""
+    start = sft_planners.get("latest")
+    filtering = dict(params.get("filtering") or {})
+    grpo = GRPOSettings.from_params(params.get("grpo"))
+    prompt = _prompt_settings(params)
+    template = load_prompt(DEFAULT_PLAN_PROMPT)
+    sampler = PlannerSampler(
+        start.folder,
+        max_new_tokens=grpo.max_completion_length,
+        temperature=float(filtering.get("temperature", grpo.temperature)),
+        threads=params.get("torch_threads"),
+        seed=int(filtering.get("seed", 0)),
+    )
+
+    def sample(record: PlannerStateRecord, n: int) -> list[str]:
+        messages = render_plan_prompt(template, record.planner_state(), prompt["graph_chars"])
+        return sampler.sample(messages, n)
+
+    retained, rollouts, report = filter_states(
+        _records(states),
+        sample,
+        memory,
+        LoopSettings.from_params(loop_params),
+        RewardSettings.from_params(params.get("reward")),
+        group_size=int(filtering.get("group_size", grpo.num_generations))
+        if filtering.get("enabled", True)
+        else 0,
+        max_states=filtering.get("max_states"),
+        seed=int(filtering.get("seed", 0)),
+        progress=lambda items: tqdm(items, desc="filter states (rollouts)"),
+    )
+    metrics = {
+        f"filter.{key}": {"value": float(value), "step": 0}
+        for key, value in report.as_dict().items()
+        if isinstance(value, int | float) and value is not None
+    }
+    return (
+        pd.DataFrame([asdict(r) for r in retained], columns=_record_columns()),
+        pd.DataFrame(rollouts),
+        pd.DataFrame(report.table()),
+        report.as_dict(),
+        metrics,
+    )
+
+
+def train_planner_grpo(
+    retained_states: pd.DataFrame,
+    sft_planners: PlannerModelStore,
+    memory: MemoryIndex,
+    params: dict[str, Any],
+    loop_params: dict[str, Any],
+) -> tuple[PlannerModel, dict[str, Any], dict[str, Any]]:
+    start = sft_planners.get("latest")
+    settings = GRPOSettings.from_params(params.get("grpo"))
+    prompt = _prompt_settings(params)
+    template = load_prompt(DEFAULT_PLAN_PROMPT)
+    rows = [
+        {
+            "prompt": render_plan_prompt(template, r.planner_state(), prompt["graph_chars"]),
+            "memory_id": r.memory_id,
+            "gold_turn_ids": r.gold_turn_ids,
+            "viewed_turn_ids": r.viewed_turn_ids,
+            "round_index": r.round_index,
+        }
+        for r in _records(retained_states)
+    ]
+    reward = RetrievalReward(
+        memory,
+        LoopSettings.from_params(loop_params),
+        RewardSettings.from_params(params.get("reward")),
+    )
+    folder, log = run_grpo(
+        start.folder, rows, reward, settings, params.get("torch_threads"), mlflow_step_logger()
+    )
+    report = {
+        "start": {"folder": str(start.folder), "version": start.version},
+        "states": len(rows),
+        "settings": asdict(settings),
+        "completions_scored": reward.completions,
+        "parse_failures": reward.parse_failures,
+        **log.summary(),
+        "reward_curve": log.curve("reward"),
+        "reward_std_curve": log.curve("reward_std"),
+        "recall_gained_curve": log.curve("recall_gained"),
+        "parse_failure_curve": log.curve("parse_failure_rate"),
+    }
+    metadata = {
+        **{k: v for k, v in start.metadata.items() if k not in ("version", "stage")},
+        "stage": "grpo",
+        "started_from": start.version,
+        "grpo": {k: v for k, v in report.items() if not k.endswith("_curve")},
+    }
+    metrics = {
+        "grpo.seconds_per_step": {"value": float(log.median_step_seconds or 0.0), "step": 0},
+        "grpo.steps": {"value": float(log.steps), "step": 0},
+    }
+    return PlannerModel(folder, metadata), report, metrics
+
+
+def _prompt_settings(params: dict[str, Any]) -> dict[str, Any]:
+    grpo = GRPOSettings.from_params(params.get("grpo"))
+    prompt = dict(params.get("prompt") or {})
+    return {
+        "graph_chars": int(prompt.get("graph_chars", 600)),
+        "max_tokens": int(prompt.get("max_tokens", grpo.max_completion_length)),
+    }
+
+
+def _record_columns() -> list[str]:
+    return [f.name for f in fields(PlannerStateRecord)]
+
+
+def _records(frame: pd.DataFrame) -> list[PlannerStateRecord]:
+    from mera_pipelines.core.records import from_frame
+
+    return from_frame(frame, PlannerStateRecord)
+
+
+def plot_training(sft_report: dict[str, Any], grpo_report: dict[str, Any]) -> dict[str, Any]:
+    """SFT loss and GRPO reward / recall gained / parse failures by step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    loss = sft_report.get("loss_curve") or []
+    axes[0].plot(range(1, len(loss) + 1), loss, marker=".")
+    axes[0].set(title="SFT warm start", xlabel="step", ylabel="loss")
+    reward = grpo_report.get("reward_curve") or []
+    spread = grpo_report.get("reward_std_curve") or [0.0] * len(reward)
+    steps = range(1, len(reward) + 1)
+    axes[1].plot(steps, reward, marker=".", label="reward (mean)")
+    axes[1].fill_between(
+        steps,
+        [m - s for m, s in zip(reward, spread, strict=False)],
+        [m + s for m, s in zip(reward, spread, strict=False)],
+        alpha=0.2,
+        label="± std within groups",
+    )
+    axes[1].set(title="GRPO reward", xlabel="step")
+    axes[1].legend()
+    gained = grpo_report.get("recall_gained_curve") or []
+    failures = grpo_report.get("parse_failure_curve") or []
+    axes[2].plot(range(1, len(gained) + 1), gained, marker=".", label="missing evidence recovered")
+    axes[2].plot(range(1, len(failures) + 1), failures, marker=".", label="parse failure rate")
+    axes[2].set(title="GRPO rollouts", xlabel="step", ylim=(0, 1))
+    axes[2].legend()
+    for axis in axes:
+        axis.grid(alpha=0.3)
+    figure.tight_layout()
+    return {"training_curves.png": figure}

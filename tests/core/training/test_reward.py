@@ -1,0 +1,108 @@
+"""The retrieval reward with hand-computed values, and the format penalties."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mera_pipelines.core.training.reward import (
+    RewardSettings,
+    gold_progress,
+    parse_plan_output,
+    retrieval_reward,
+    total_reward,
+)
+
+SETTINGS = RewardSettings()
+
+
+@pytest.mark.parametrize(
+    ("recovered", "found", "expected"),
+    [
+        (0.0, 0.0, 0.0),
+        (0.0, 0.9, 0.0),
+        (1.0, 0.0, 1.0),
+        (1.0, 0.75, 1.0),  # everything recovered: no bonus beyond 1
+        (0.5, 0.0, 0.5),
+        (0.5, 0.5, 0.625),  # 0.5 * (1 + 0.5 * 0.5)
+        (0.25, 0.8, 0.4),  # 0.25 * (1 + 0.8 * 0.75)
+    ],
+)
+def test_retrieval_reward_hand_values(recovered, found, expected):
+    assert retrieval_reward(recovered, found) == pytest.approx(expected)
+
+
+def test_retrieval_reward_rejects_shares_outside_unit_interval():
+    with pytest.raises(ValueError, match="recovered"):
+        retrieval_reward(1.5, 0.0)
+
+
+def test_gold_progress_counts_new_gold_turns_once():
+    # gold a,b,c,d; a already viewed (found); the output hits b twice, a again, y (not gold)
+    progress = gold_progress(["a", "b", "c", "d"], ["a", "x"], ["b", "b", "a", "y"])
+    assert progress.found == {"a"}
+    assert progress.missing == {"b", "c", "d"}
+    assert progress.new_hits == {"b"}
+    assert progress.recovered_share == pytest.approx(1 / 3)
+    assert progress.found_share == pytest.approx(1 / 4)
+    # R = 1/3 * (1 + 1/4 * 2/3) = 7/18
+    assert retrieval_reward(progress.recovered_share, progress.found_share) == pytest.approx(7 / 18)
+
+
+def test_nothing_missing_earns_nothing():
+    progress = gold_progress(["a"], ["a"], ["a", "b"])
+    assert progress.recovered_share == 0.0
+
+
+def _plan(*intents) -> str:
+    return json.dumps({"intents": list(intents)})
+
+
+def test_clean_plan_has_no_penalty():
+    plan = parse_plan_output(
+        _plan({"desired_fact": "where Maya climbs", "entities": ["Maya"], "topics": ["hobbies"]}),
+        SETTINGS,
+    )
+    assert not plan.parse_failed
+    assert plan.penalty == 0.0
+    assert [i.desired_fact for i in plan.intents] == ["where Maya climbs"]
+
+
+def test_penalties_for_entities_intents_and_length():
+    many_entities = {"desired_fact": "gym visits", "entities": list("abcdef")}  # 6 > 4: 2 extra
+    too_short = {"desired_fact": "gym"}  # 1 word < 2
+    fine = {"desired_fact": "Maya's sister", "entities": ["Lena"]}
+    extra = {"desired_fact": "another intent beyond the limit"}
+    plan = parse_plan_output(_plan(many_entities, too_short, fine, extra), SETTINGS)
+    # 1 extra intent + 2 extra entities + 1 short query = 4 penalties
+    assert plan.penalty == pytest.approx(4 * SETTINGS.penalty)
+    assert len(plan.intents) == SETTINGS.max_intents
+    assert len(plan.intents[0].entities) == SETTINGS.max_entities
+
+
+def test_unparseable_output_gets_the_fixed_low_reward():
+    plan = parse_plan_output("I think you should search for the gym", SETTINGS)
+    assert plan.parse_failed
+    assert total_reward(plan, None, SETTINGS) == SETTINGS.unparseable
+    empty = parse_plan_output(_plan(), SETTINGS)
+    assert empty.parse_failed
+
+
+def test_truncated_json_is_repaired_not_penalised_as_unparseable():
+    plan = parse_plan_output('{"intents": [{"desired_fact": "Maya climbing gym", "entit', SETTINGS)
+    assert not plan.parse_failed
+    assert plan.intents[0].desired_fact == "Maya climbing gym"
+
+
+def test_total_reward_subtracts_penalties():
+    plan = parse_plan_output(_plan({"desired_fact": "gym"}), SETTINGS)
+    progress = gold_progress(["a", "b"], [], ["a"])
+    assert total_reward(plan, progress, SETTINGS) == pytest.approx(0.5 - SETTINGS.penalty)
+
+
+def test_reward_settings_reject_unknown_keys():
+    from mera_pipelines.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="Unknown reward settings"):
+        RewardSettings.from_params({"bonus": 1})

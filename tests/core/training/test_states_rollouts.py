@@ -1,0 +1,129 @@
+"""State collection on a small memory, completion scoring, the GRPO reward function, filtering."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mera_pipelines.core.loop import LoopSettings
+from mera_pipelines.core.roles.planner import HeuristicPlanner, parse_intents
+from mera_pipelines.core.training.reward import RewardSettings
+from mera_pipelines.core.training.rollouts import (
+    RetrievalReward,
+    filter_states,
+    score_completion,
+)
+from mera_pipelines.core.training.states import collect_states
+from tests.core.test_loop import QUESTION, memory, roles  # noqa: F401 (fixtures)
+
+LOOP = LoopSettings(turns_first_round=1, turns_per_round=1, max_rounds=4, exhaustion_rounds=4)
+REWARD = RewardSettings()
+
+
+def plan(*queries: str) -> str:
+    return json.dumps({"intents": [{"desired_fact": q} for q in queries]})
+
+
+def test_one_state_per_planner_call_with_gold_and_found_turns(memory, roles):
+    records, report = collect_states([QUESTION], memory, roles, LOOP, HeuristicPlanner())
+    assert report.questions == 1 and not report.failed_questions
+    assert [r.round_index for r in records] == list(range(1, len(records) + 1))
+    assert report.states == len(records) >= 2  # one turn per round: the second hop needs more
+    first, second = records[0], records[1]
+    assert first.viewed_turn_ids == [] and first.found_turn_ids == []
+    assert first.turn_budget == 1
+    assert first.gold_turn_ids == QUESTION.gold_turn_ids
+    assert len(second.viewed_turn_ids) == 1
+    assert set(second.found_turn_ids) == set(second.viewed_turn_ids) & set(QUESTION.gold_turn_ids)
+    assert second.query_history  # round 1's queries
+    for record in records:
+        assert parse_intents(json.loads(record.teacher_output))  # the SFT target parses
+        state = record.planner_state()
+        assert state.question == QUESTION.question and state.round_index == record.round_index
+
+
+def test_score_completion_runs_the_loops_retrieval(memory):
+    hit = score_completion(
+        plan("Jonas dog Pepper vizsla"), "m", ["D1:1", "D2:1"], ["D1:1"], 2, memory, LOOP, REWARD
+    )
+    assert hit.retrieved_turn_ids == ["D2:1"]
+    assert hit.recovered_share == 1.0 and hit.found_share == 0.5
+    assert hit.reward == pytest.approx(1.0)
+    miss = score_completion(
+        plan("Theo cooked pasta dinner"), "m", ["D1:1", "D2:1"], ["D1:1"], 2, memory, LOOP, REWARD
+    )
+    assert miss.reward == 0.0 and miss.new_gold_hits == 0
+    # a viewed turn is excluded: asking for it again finds something else, and earns nothing
+    again = score_completion(
+        plan("Maya met Jonas at the climbing gym"), "m", ["D1:1"], ["D1:1"], 2, memory, LOOP, REWARD
+    )
+    assert "D1:1" not in again.retrieved_turn_ids and again.reward == 0.0
+    broken = score_completion("no json here", "m", ["D1:1"], [], 1, memory, LOOP, REWARD)
+    assert broken.parse_failed and broken.reward == REWARD.unparseable
+
+
+def test_reward_function_takes_trl_columns_and_logs_metrics(memory):
+    reward = RetrievalReward(memory, LOOP, REWARD)
+    logged = {}
+    completions = [
+        [{"role": "assistant", "content": plan("Jonas dog Pepper vizsla")}],
+        [{"role": "assistant", "content": "garbage"}],
+    ]
+    values = reward(
+        prompts=[[{"role": "user", "content": "q"}]] * 2,
+        completions=completions,
+        memory_id=["m", "m"],
+        gold_turn_ids=[["D2:1"], ["D2:1"]],
+        viewed_turn_ids=[[], []],
+        round_index=[2, 2],
+        log_metric=logged.__setitem__,
+        trainer_state=None,
+    )
+    assert values == [pytest.approx(1.0), REWARD.unparseable]
+    assert logged == {"recall_gained": 0.5, "parse_failure_rate": 0.5}
+    assert reward.completions == 2 and reward.parse_failures == 1
+    assert reward.__name__ == "retrieval_reward"
+
+
+def test_filtering_keeps_only_states_whose_samples_disagree(memory, roles):
+    records, _ = collect_states([QUESTION], memory, roles, LOOP, HeuristicPlanner())
+    with_missing = [r for r in records if r.missing_turn_ids]
+    assert with_missing
+    samples = {
+        # first state: samples disagree (one finds gold, one does not) -> retained
+        with_missing[0].state_id: [plan("Maya met Jonas at the climbing gym"), plan("pasta")],
+    }
+
+    def sampler(record, n):
+        return samples.get(record.state_id, [plan("Theo cooked pasta"), "junk"])[:n]
+
+    retained, rollouts, report = filter_states(records, sampler, memory, LOOP, REWARD, 2)
+    assert report.states_collected == len(records)
+    assert report.states_into_filtering == len(with_missing)
+    assert [r.state_id for r in retained] == [with_missing[0].state_id]
+    assert report.dropped_all_zero == len(with_missing) - 1
+    assert report.retained == 1 and report.rollouts == 2 * len(with_missing)
+    assert len(rollouts) == report.rollouts
+    row = report.table()[0]
+    assert row["retained_pct"] == round(100 / len(with_missing), 1)
+
+
+def test_filtering_drops_groups_that_all_recover_everything(memory, roles):
+    records, _ = collect_states([QUESTION], memory, roles, LOOP, HeuristicPlanner())
+    first = records[0]  # nothing viewed yet, gold D1:1 + D2:1; budget 1 turn
+    record = type(first)(**{**vars(first), "turn_budget": 1, "gold_turn_ids": ["D1:1"]})
+    complete = plan("Maya met Jonas at the climbing gym")
+    _, _, report = filter_states([record], lambda r, n: [complete] * n, memory, LOOP, REWARD, 3)
+    assert report.dropped_all_full == 1 and report.retained == 0
+
+
+def test_filtering_disabled_keeps_every_state_with_missing_evidence(memory, roles):
+    records, _ = collect_states([QUESTION], memory, roles, LOOP, HeuristicPlanner())
+
+    def never(record, n):
+        raise AssertionError("no sampling when filtering is off")
+
+    retained, rollouts, report = filter_states(records, never, memory, LOOP, REWARD, 0)
+    assert len(retained) == report.retained == sum(1 for r in records if r.missing_turn_ids)
+    assert rollouts == []

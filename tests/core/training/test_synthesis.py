@@ -1,0 +1,167 @@
+"""Training QA synthesis: cloze questions, types, grounding, training memories only."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from mera_pipelines.core.errors import ConfigError
+from mera_pipelines.core.records import Fact, Turn
+from mera_pipelines.core.training.synthesis import (
+    Draft,
+    HeuristicQuestionWriter,
+    Statement,
+    SynthesisSettings,
+    cloze,
+    grounding_problem,
+    observations_from_locomo,
+    statements_from_facts,
+    synthesize_questions,
+)
+
+TIME = "2023-03-14T16:12"
+TURN_TEXTS = {
+    "D1:1": ("Maya", "I joined a climbing gym near my apartment last month."),
+    "D1:2": ("Theo", "My teacher Ruth says I might play in the spring concert."),
+    "D1:3": ("Maya", "I met Priya at the gym on Sunday, she shows me routes."),
+    "D2:1": ("Theo", "Ruth cried a little at the concert, but she will deny it."),
+    "D2:2": ("Maya", "Biscuit stole my spot on the couch yesterday."),
+}
+FACT_TEXTS = {
+    "D1:1": "Maya joined a climbing gym near Maya's apartment last month (February 2023).",
+    "D1:2": "Theo's teacher Ruth says Theo might play in the spring concert.",
+    "D1:3": "Maya met Priya at the gym on Sunday (2023-03-12) and Priya shows Maya routes.",
+    "D2:1": "Ruth cried a little at the concert but Ruth will deny it.",
+    "D2:2": "Biscuit stole Maya's spot on the couch yesterday (2023-03-13).",
+}
+
+
+def turns(memory_id: str = "m1") -> list[Turn]:
+    return [
+        Turn(memory_id, "s", 1, tid, i, speaker, text, session_time=TIME)
+        for i, (tid, (speaker, text)) in enumerate(TURN_TEXTS.items())
+    ]
+
+
+def facts(memory_id: str = "m1") -> list[Fact]:
+    return [
+        Fact(f"{memory_id}|{tid}|0", memory_id, tid, text, [], [], TURN_TEXTS[tid][0], TIME, [text])
+        for tid, text in FACT_TEXTS.items()
+    ]
+
+
+def test_cloze_replaces_the_span_and_drops_its_article():
+    question = cloze("Maya joined a climbing gym near her apartment.", "climbing gym")
+    assert question == "Maya joined what near her apartment?"
+    assert cloze("Maya joined a gym.", "pottery") is None
+
+
+def test_statements_drop_attribution_prefix_and_questions():
+    fact = facts()[0]
+    said = Fact(
+        "f",
+        "m1",
+        "D1:1",
+        "Maya said: The Portland rain never stops here.",
+        [],
+        [],
+        "Maya",
+        TIME,
+        [],
+    )
+    asked = Fact(
+        "g", "m1", "D1:1", "Maya asked: How is Theo doing these days?", [], [], "Maya", TIME, []
+    )
+    texts = [s.text for s in statements_from_facts([fact, said, asked])]
+    assert texts == [fact.text, "The Portland rain never stops here."]
+
+
+def test_observations_are_read_with_their_evidence_ids():
+    sample = {
+        "sample_id": "conv-1",
+        "observation": {
+            "session_1_observation": {
+                "Maya": [
+                    ["Maya has a beagle named Biscuit.", "D1:13"],
+                    ["Maya and Theo talk.", ["D1:1", "D1:2"]],
+                    "garbage",
+                ]
+            }
+        },
+    }
+    found = observations_from_locomo([sample, {"sample_id": "x"}])
+    assert [(s.text, s.turn_ids) for s in found] == [
+        ("Maya has a beagle named Biscuit.", ("D1:13",)),
+        ("Maya and Theo talk.", ("D1:1", "D1:2")),
+    ]
+
+
+def test_grounding_rejects_each_problem():
+    text = {"D1:1": "Maya climbing gym apartment"}
+    indexed = {"D1:1"}
+
+    def problem(**kw):
+        base = dict(
+            memory_id="m",
+            question="Maya joined what near the apartment?",
+            answer="climbing gym",
+            turn_ids=("D1:1",),
+            qa_type="single_hop",
+        )
+        return grounding_problem(Draft(**{**base, **kw}), text, indexed, 8)
+
+    assert problem() is None
+    assert problem(turn_ids=()) == "no_evidence"
+    assert problem(turn_ids=("D9:9",)) == "evidence_not_in_memory"
+    assert problem(answer="pottery class") == "answer_not_in_evidence"
+    assert problem(question="What about the climbing gym of Maya?") == "answer_in_question"
+    assert problem(answer="one two three four five six seven eight nine") == "answer_length"
+
+
+def test_synthesis_writes_grounded_questions_of_every_type_for_training_memories_only():
+    all_turns = turns("m1") + turns("m2")
+    all_facts = facts("m1") + facts("m2")
+    questions, report = synthesize_questions(
+        ["m1"], all_turns, all_facts, HeuristicQuestionWriter(), SynthesisSettings(seed=3)
+    )
+    assert questions, report.as_dict()
+    assert {q.memory_id for q in questions} == {"m1"}
+    assert report.memories == ["m1"]
+    types = {q.category for q in questions}
+    assert {"single_hop", "temporal", "multi_hop"} <= types, report.as_dict()
+    for q in questions:
+        assert q.gold_turn_ids and set(q.gold_turn_ids) <= set(TURN_TEXTS)
+        assert q.question.endswith("?")
+    temporal = [q for q in questions if q.category == "temporal"]
+    assert {"February 2023", "2023-03-12", "2023-03-13"} & {q.answer for q in temporal}
+    for q in [q for q in questions if q.category == "multi_hop"]:
+        assert len(q.gold_turn_ids) == 2
+        assert "Ruth" not in q.question and "Priya" not in q.question  # the bridge is hidden
+    assert sum(report.written.values()) == len(questions)
+
+
+def test_synthesis_is_deterministic_for_a_seed():
+    def run():
+        return synthesize_questions(
+            ["m1"], turns(), facts(), HeuristicQuestionWriter(), SynthesisSettings(seed=1)
+        )[0]
+
+    assert run() == run()
+
+
+def test_rejected_items_are_counted_by_reason():
+    broken = [Statement("m1", "Maya adopted a parrot named Kiwi.", ("D1:1",), "Maya", TIME, "fact")]
+    writer = HeuristicQuestionWriter()
+    drafts = writer.write(broken, ["single_hop"], 5, random.Random(0))
+    assert drafts  # a cloze is written ...
+    questions, report = synthesize_questions(
+        ["m1"], turns(), [], writer, SynthesisSettings(types=("single_hop",)), broken
+    )
+    assert not questions  # ... but "Kiwi"/"parrot" is in no turn and D1:1 has no indexed fact
+    assert sum(report.rejected.values()) >= 1
+
+
+def test_settings_reject_unknown_types():
+    with pytest.raises(ConfigError, match="types"):
+        SynthesisSettings.from_params({"types": ["trivia"]})
