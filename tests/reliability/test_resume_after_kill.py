@@ -12,6 +12,7 @@ import threading
 import lancedb
 import pandas as pd
 import pytest
+from kedro.io import DatasetError
 
 from mera_pipelines.datasets.atomic import JSONDataset, ParquetDataset
 from tests.support.llm_project import facts_table, make_llm_project
@@ -111,7 +112,7 @@ def test_atomic_datasets_leave_no_file_when_the_write_fails(tmp_path, dataset_cl
     good = pd.DataFrame({"a": [1]}) if dataset_class is ParquetDataset else {"a": 1}
     dataset.save(good)
     bad = pd.DataFrame({"a": [object()]}) if dataset_class is ParquetDataset else {"a": object()}
-    with pytest.raises(Exception):
+    with pytest.raises(DatasetError):
         dataset.save(bad)
     assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no temporary file left behind
     loaded = dataset.load()
