@@ -29,7 +29,7 @@ def make_llm_project(
     project = make_project_copy(target)
     write_subset(project, sessions, questions)
     folder = project / "conf" / env
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     backend = (
         f"    kind: openai\n    model: stub-model\n    base_url: {base_url}\n"
         "    api_key_env: STUB_API_KEY\n    timeout: 1\n    max_retries: 4\n"
