@@ -33,6 +33,10 @@ def run_evaluate(tmp_path, name, handler, **project_options):
     return project, result, server
 
 
+def run_memory(project):
+    return kedro_cli(project, "run", "--pipelines=ingest,memory", "--env", "stub", extra_env=KEY)
+
+
 def mlflow_metric(project, key):
     client = MlflowClient(f"sqlite:///{project / 'mlflow.db'}")
     (run_id,) = mlflow_run_ids(project)
@@ -66,16 +70,9 @@ def test_calls_failing_for_good_are_reported_in_mlflow(tmp_path):
     faults = FaultInjector(scripted_reply, plan)
     with StubServer(handler=faults) as server:
         project = make_llm_project(
-            tmp_path, server.base_url, backend_extra="    failure_budget: 1000\n"
+            tmp_path, server.base_url, max_retries=0, backend_extra="    failure_budget: 1000\n"
         )
-        (project / "conf/stub/globals.yml").write_text(
-            (project / "conf/stub/globals.yml")
-            .read_text()
-            .replace("max_retries: 4", "max_retries: 0")
-        )
-        result = kedro_cli(
-            project, "run", "--pipelines=ingest,memory", "--env", "stub", extra_env=KEY
-        )
+        result = run_memory(project)
     assert result.returncode == 0, result.stderr[-3000:]
     stats = pd.read_csv(project / "data/08_reporting/extraction_stats.csv")
     client, run_id, failed_calls = mlflow_metric(project, "llm.failed_calls")
@@ -97,16 +94,9 @@ def test_a_run_over_its_failure_budget_stops_with_a_clear_error(tmp_path):
     plan = FaultPlan(rate=1.0, kinds=("server_error",), max_faults_per_call=None)
     with StubServer(handler=FaultInjector(scripted_reply, plan)) as server:
         project = make_llm_project(
-            tmp_path, server.base_url, backend_extra="    failure_budget: 2\n"
+            tmp_path, server.base_url, max_retries=0, backend_extra="    failure_budget: 2\n"
         )
-        (project / "conf/stub/globals.yml").write_text(
-            (project / "conf/stub/globals.yml")
-            .read_text()
-            .replace("max_retries: 4", "max_retries: 0")
-        )
-        result = kedro_cli(
-            project, "run", "--pipelines=ingest,memory", "--env", "stub", extra_env=KEY
-        )
+        result = run_memory(project)
         requests = len(server.chat_requests)
     assert result.returncode != 0
     assert "LLM failure budget exceeded" in result.stderr

@@ -15,7 +15,7 @@ import pytest
 from kedro.io import DatasetError
 
 from mera_pipelines.datasets.atomic import JSONDataset, ParquetDataset
-from tests.support.llm_project import facts_table, make_llm_project
+from tests.support.llm_project import facts_table, make_llm_project, point_at
 from tests.support.openai_stub import Reply, StubServer
 from tests.support.project import kedro_cli, kedro_popen
 from tests.support.scripted_llm import TURN_RE, extraction_reply, prompt_text
@@ -75,11 +75,7 @@ def test_killed_run_resumes_without_repeating_llm_calls(tmp_path):
     assert not (project / "data/04_feature/facts.parquet").exists()  # killed before saving
 
     with StubServer(handler=extraction_reply) as server:
-        project_conf = project / "conf/stub/globals.yml"
-        text = project_conf.read_text()
-        project_conf.write_text(
-            text.replace(text.split("base_url: ")[1].split("\n")[0], server.base_url)
-        )
+        point_at(project, server.base_url)
         resumed = kedro_cli(
             project, "run", "--pipelines=ingest,memory", "--env", "stub", extra_env=KEY
         )

@@ -23,6 +23,7 @@ def make_llm_project(
     questions: int = 6,
     backend_extra: str = "",
     evaluation_concurrency: int = 1,
+    max_retries: int = 4,
 ) -> Path:
     """A project copy reading the first ``sessions`` sessions of the first demo conversation
     (and ``questions`` of its questions), with ``roles`` on the stub at ``base_url``."""
@@ -32,7 +33,8 @@ def make_llm_project(
     folder.mkdir(exist_ok=True)
     backend = (
         f"    kind: openai\n    model: stub-model\n    base_url: {base_url}\n"
-        "    api_key_env: STUB_API_KEY\n    timeout: 1\n    max_retries: 4\n"
+        "    api_key_env: STUB_API_KEY\n    timeout: 1\n"
+        f"    max_retries: {max_retries}\n"
         "    backoff_base: 0.01\n    backoff_max: 0.05\n    concurrency: 4\n" + backend_extra
     )
     (folder / "globals.yml").write_text(
@@ -51,6 +53,18 @@ def make_llm_project(
         + (f"  roles:\n{role_lines}" if role_lines else "")
     )
     return project
+
+
+def point_at(project: Path, base_url: str, env: str = "stub") -> None:
+    """Point the project's LLM backends at another server (a restarted stub)."""
+    path = project / "conf" / env / "globals.yml"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text(
+        "".join(
+            f"    base_url: {base_url}\n" if line.strip().startswith("base_url:") else line
+            for line in lines
+        )
+    )
 
 
 def write_subset(project: Path, sessions: int, questions: int) -> None:
