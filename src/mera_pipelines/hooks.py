@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from typing import Any
 
@@ -74,3 +75,53 @@ class RunReportHooks:
         if user_error is not None:
             # One readable paragraph ahead of the traceback Kedro prints for the same error.
             print(f"\nERROR: {user_error}\n", file=sys.stderr)
+
+
+class LLMFailureHooks:
+    """LLM calls that finally failed, reported in MLflow; the run stops over a failure budget.
+
+    A failed call makes its role fall back to the heuristic (the run goes on), so each one is
+    recorded with the turn or question it served (``core.llm.failures``) and logged after each
+    node that used an LLM backend: the metric ``llm.failed_calls`` (the run's total so far, 0
+    when none failed) and the artifact ``reports/llm_failures.json``. Logging happens in the
+    node's own thread, where kedro-mlflow has re-opened the run, so it also lands in the one
+    run under ThreadRunner. When a backend went over its ``failure_budget`` the node fails, so
+    nothing it computed is saved, and the run exits non-zero with the budget error.
+    """
+
+    def __init__(self) -> None:
+        self._failures: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    @hook_impl
+    def before_pipeline_run(self) -> None:
+        with self._lock:
+            self._failures = []
+
+    @hook_impl
+    def after_node_run(self, node: Any, inputs: dict[str, Any]) -> None:
+        from mera_pipelines.core.llm.failures import exceeded_budget, failed_calls_of
+
+        by_dataset = failed_calls_of(inputs)
+        if not by_dataset:
+            return  # no LLM backend in this node
+        with self._lock:
+            for dataset, calls in by_dataset.items():
+                for call in calls:
+                    self._failures.append({"node": node.name, "dataset": dataset, **call.as_dict()})
+                    logger.warning("LLM call failed for good (%s): %s", call.item, call.reason)
+            failures = list(self._failures)
+        _log_failures(failures)
+        error = exceeded_budget(inputs)
+        if error is not None:
+            raise error
+
+
+def _log_failures(failures: list[dict[str, Any]]) -> None:
+    import mlflow
+
+    if mlflow.active_run() is None:
+        return
+    mlflow.log_metric("llm.failed_calls", float(len(failures)))
+    if failures:
+        mlflow.log_dict(failures, "reports/llm_failures.json")

@@ -7,6 +7,7 @@ from kedro.pipeline import Pipeline
 from mera_pipelines.pipelines import (
     collect,
     evaluate,
+    forget,
     ingest,
     memory,
     synthesize,
@@ -23,6 +24,8 @@ def register_pipelines() -> dict[str, Pipeline]:
         "synthesize": synthesize.create_pipeline(),
         "collect": collect.create_pipeline(),
         "train_planner": train_planner.create_pipeline(),
+        # delete a memory or a turn everywhere (docs/reliability.md)
+        "forget": forget.create_pipeline(),
     }
     # One command from a raw benchmark file to the report; cached extraction and unchanged
     # memories make reruns cheap.

@@ -5,14 +5,14 @@ import warnings
 from kedro.config import OmegaConfigLoader
 from omegaconf.resolvers import oc
 
-from mera_pipelines.hooks import RunReportHooks
+from mera_pipelines.hooks import LLMFailureHooks, RunReportHooks
 
 # Deprecation chatter from libraries' own internals; nothing a user of this project can act on.
 warnings.filterwarnings("ignore", message=r"register_new_resolver\(\) is deprecated")
 warnings.filterwarnings("ignore", message=r"Add type hints to the `predict` method")
 warnings.filterwarnings("ignore", message=r"Option '--pipeline' is deprecated")
 
-HOOKS = (RunReportHooks(),)
+HOOKS = (RunReportHooks(), LLMFailureHooks())
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {

@@ -22,11 +22,9 @@ def make_project_copy(target: Path) -> Path:
     return target
 
 
-def kedro_cli(
-    project: Path, *args: str, timeout: int = 600, extra_env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess:
-    """Run the real `kedro` CLI of this interpreter's environment inside ``project``."""
-    env = {
+def kedro_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a `kedro` subprocess: offline, and importing this checkout."""
+    return {
         **(extra_env or {}),
         **os.environ,
         "KEDRO_DISABLE_TELEMETRY": "true",
@@ -38,13 +36,36 @@ def kedro_cli(
             p for p in (str(REPO_ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p
         ),
     }
-    kedro = Path(sys.executable).parent / "kedro"
+
+
+def kedro_executable() -> str:
+    return str(Path(sys.executable).parent / "kedro")
+
+
+def kedro_cli(
+    project: Path, *args: str, timeout: int = 600, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run the real `kedro` CLI of this interpreter's environment inside ``project``."""
     return subprocess.run(
-        [str(kedro), *args],
+        [kedro_executable(), *args],
         cwd=project,
-        env=env,
+        env=kedro_env(extra_env),
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
+    )
+
+
+def kedro_popen(
+    project: Path, *args: str, extra_env: dict[str, str] | None = None
+) -> subprocess.Popen:
+    """Start the real `kedro` CLI in ``project`` without waiting (to kill it mid-run)."""
+    return subprocess.Popen(
+        [kedro_executable(), *args],
+        cwd=project,
+        env=kedro_env(extra_env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )

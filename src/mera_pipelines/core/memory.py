@@ -404,6 +404,34 @@ class MemoryIndex:
             row["score"] = float(row.pop("_score", 0.0))
         return rows
 
+    # ---------------------------------------------------------- forgetting (issue 5)
+    def purge(self, memory_id: str, turn_id: str | None = None) -> int:
+        """Forget a memory (or one of its turns) so that no byte of its facts stays on disk.
+
+        A delete only marks rows as deleted (their bytes stay in the data files until a
+        compaction happens to rewrite them); here the remaining rows are rewritten into new
+        files and every older version, with its files, is removed. Returns the rows removed.
+        """
+        if self._table is None:
+            return 0
+        import pyarrow.compute as pc
+
+        rows = self._table.to_arrow()
+        forgotten = pc.equal(rows["memory_id"], memory_id)
+        if turn_id is not None:
+            forgotten = pc.and_(forgotten, pc.equal(rows["turn_id"], turn_id))
+        forgotten = pc.fill_null(forgotten, False)
+        removed = int(pc.sum(forgotten).as_py() or 0)
+        if removed == 0:
+            return 0
+        self._table.add(rows.filter(pc.invert(forgotten)), mode="overwrite")
+        self._after_write()  # new full-text index; old versions and their files dropped
+        return removed
+
+    def version_count(self) -> int:
+        """How many versions of the table are kept on disk (1 after a compaction)."""
+        return 0 if self._table is None else len(self._table.list_versions())
+
 
 def reciprocal_rank_fusion(rankings: list[list[dict]], rrf_k: int = 60) -> list[dict]:
     """Fuse ranked fact lists by 1/(rrf_k + rank); the fused score replaces ``score``."""

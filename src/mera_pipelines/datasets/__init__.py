@@ -1,8 +1,10 @@
-"""Kedro datasets the catalog needs: a benchmark source file, the LanceDB memory, LLM backends,
-LoCoMo observations and trained planner models."""
+"""Kedro datasets the catalog needs: a benchmark source file, the LanceDB memory, LLM backends
+and their response cache, LoCoMo observations and trained planner models. Atomic file datasets
+(temp file + rename) are in ``mera_pipelines.datasets.atomic``."""
 
 from mera_pipelines.datasets.lancedb_memory import LanceDBMemoryDataset
 from mera_pipelines.datasets.llm_backend import LLMBackendDataset
+from mera_pipelines.datasets.llm_cache import LLMResponseCacheDataset
 from mera_pipelines.datasets.observations import LoCoMoObservationsDataset
 from mera_pipelines.datasets.planner_model import PlannerModelDataset
 from mera_pipelines.datasets.source import BenchmarkSourceDataset
@@ -10,6 +12,7 @@ from mera_pipelines.datasets.source import BenchmarkSourceDataset
 __all__ = [
     "BenchmarkSourceDataset",
     "LLMBackendDataset",
+    "LLMResponseCacheDataset",
     "LanceDBMemoryDataset",
     "LoCoMoObservationsDataset",
     "PlannerModelDataset",

@@ -13,6 +13,7 @@ from typing import Any
 from mera_pipelines.core.errors import LLMCallError
 from mera_pipelines.core.llm.base import ChatMessage, Completion, TokenUsage
 from mera_pipelines.core.llm.cache import CachedResponse, ResponseCache, cache_key
+from mera_pipelines.core.llm.failures import FailedCall, FailureBudgetExceeded, current_item
 from mera_pipelines.core.llm.json_repair import (
     RawReply,
     complete_json_with_one_reask,
@@ -33,6 +34,10 @@ class CachingChatBackend(ABC):
         self._usage_lock = threading.Lock()
         # How many requests callers may run at once (map_bounded); set by the factory.
         self.concurrency = 1
+        # Calls that failed after every retry and re-ask, and how many a run may have (None:
+        # no limit). Set by the factory from the backend config's ``failure_budget``.
+        self.failed_calls: list[FailedCall] = []
+        self.failure_budget: int | None = None
 
     @abstractmethod
     def _generate(
@@ -61,9 +66,14 @@ class CachingChatBackend(ABC):
         if hit is not None:
             self._count(cached_calls=1)
             return Completion(hit.text, hit.tokens_in, hit.tokens_out, self.model_name, cached=True)
-        reply = self._generate_counted(
-            messages, max_tokens=max_tokens, temperature=temperature, want_json=False
-        )
+        self._check_budget()
+        try:
+            reply = self._generate_counted(
+                messages, max_tokens=max_tokens, temperature=temperature, want_json=False
+            )
+        except LLMCallError as error:
+            self._record_failure(error, cache_tag)
+            raise
         self._cache_put(
             key,
             text=reply.text,
@@ -103,6 +113,8 @@ class CachingChatBackend(ABC):
                     repaired=hit.repaired,
                 )
 
+        self._check_budget()
+
         def call(request: list[ChatMessage]) -> RawReply:
             return self._generate_counted(
                 request, max_tokens=max_tokens, temperature=temperature, want_json=True
@@ -110,8 +122,9 @@ class CachingChatBackend(ABC):
 
         try:
             reply = complete_json_with_one_reask(call, messages, schema, self.model_name)
-        except LLMCallError:
+        except LLMCallError as error:
             self._count(failed_calls=1)
+            self._record_failure(error, cache_tag)
             raise
         if reply.repaired:
             self._count(repaired_calls=1)
@@ -132,6 +145,28 @@ class CachingChatBackend(ABC):
             parsed=reply.value,
             repaired=reply.repaired,
         )
+
+    def budget_error(self) -> FailureBudgetExceeded | None:
+        """The error to stop the run with, once more calls failed than the budget allows."""
+        with self._usage_lock:
+            failed = len(self.failed_calls)
+        if self.failure_budget is None or failed <= self.failure_budget:
+            return None
+        return FailureBudgetExceeded(self.model_name, failed, self.failure_budget)
+
+    def _check_budget(self) -> None:
+        # Over budget, no further request is sent: the roles fall back at no cost, and the
+        # project hook ends the run after the node (nothing of the node is saved).
+        error = self.budget_error()
+        if error is not None:
+            raise error
+
+    def _record_failure(self, error: LLMCallError, tag: str | None) -> None:
+        if isinstance(error, FailureBudgetExceeded):
+            return
+        failure = FailedCall(current_item(), tag, self.model_name, str(error))
+        with self._usage_lock:
+            self.failed_calls.append(failure)
 
     def _generate_counted(
         self, messages: list[ChatMessage], *, max_tokens: int, temperature: float, want_json: bool

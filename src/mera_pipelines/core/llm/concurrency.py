@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 
 from tqdm.auto import tqdm
 
+from mera_pipelines.core.llm.failures import working_on
+
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
@@ -77,7 +79,8 @@ def failures(results: Iterable[Any]) -> list[ItemFailure]:
 
 def _call(fn: Callable[[Any], Any], index: int, item: Any) -> Any:
     try:
-        return fn(item)
+        with working_on(item):  # a failed LLM call inside fn is recorded against this item
+            return fn(item)
     except Exception as error:
         return ItemFailure(index, _short_repr(item), error)
 

@@ -23,7 +23,7 @@ from mera_pipelines.core.llm.smollm2 import DEFAULT_TARGET, ensure_smollm2
 
 CACHE_FILE_NAME = "llm_responses.sqlite"
 
-_COMMON_KEYS = {"kind", "cache", "concurrency"}
+_COMMON_KEYS = {"kind", "cache", "concurrency", "failure_budget"}
 _ALLOWED_KEYS = {
     "none": {"kind"},
     "openai": _COMMON_KEYS
@@ -86,6 +86,8 @@ def make_backend(
         backend = _make_local(kind, config, cache)
         concurrency = 1  # one local model generates one reply at a time (see its lock)
     backend.concurrency = concurrency
+    if config.get("failure_budget") is not None:  # calls that may finally fail per run
+        backend.failure_budget = _non_negative_int(config, "failure_budget", 0)
     return backend
 
 

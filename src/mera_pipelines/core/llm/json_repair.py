@@ -29,6 +29,7 @@ _JSON_INSTRUCTION = "Reply with a single JSON value only."
 class LenientParse:
     value: Any
     repaired: bool  # the text was not valid JSON once fences and reasoning were removed
+    truncated: bool = False  # the value had to be closed: the reply was cut off mid-value
 
 
 def parse_json_lenient(text: str | None) -> Any:
@@ -67,7 +68,7 @@ def parse_json_with_flag(text: str | None) -> LenientParse:
                 if value is _UNCLOSED:
                     break  # every later start lies inside this unclosed value
                 if value is not _NOTHING:
-                    return LenientParse(value, repaired=True)
+                    return LenientParse(value, repaired=True, truncated=allow_truncated)
     raise ValueError(f"reply is not repairable JSON: {_preview(text)}")
 
 
@@ -332,12 +333,26 @@ def complete_json_with_one_reask(
     """Ask, decode leniently, re-ask once with the bad output shown; raise LLMCallError after."""
     first = call(messages)
     parsed, problem = decode_json_reply(first.text, schema)
-    if parsed is not None:
+    if parsed is not None and not parsed.truncated:
         return JsonReply(
             parsed.value, first.text, first.tokens_in, first.tokens_out, parsed.repaired
         )
+    # A reply cut off mid-value (a token limit, or a connection cut by a proxy) is closed only
+    # as a last resort: closing it keeps a cut string as if it were the model's answer, so the
+    # model is asked once more first.
+    cut_off = parsed
+    if cut_off is not None:
+        problem = "the reply stopped before its JSON value was complete"
     second = call(reask_messages(messages, first.text, problem))
     parsed, second_problem = decode_json_reply(second.text, schema)
+    if parsed is None and cut_off is not None:
+        return JsonReply(
+            cut_off.value,
+            first.text,
+            first.tokens_in + second.tokens_in,
+            first.tokens_out + second.tokens_out,
+            repaired=True,
+        )
     if parsed is None:
         raise LLMCallError(
             f"Model '{model_name}' did not return usable JSON after one repair request: "

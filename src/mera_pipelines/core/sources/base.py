@@ -22,6 +22,10 @@ from mera_pipelines.core.records import Conversation, Question, Turn
 from mera_pipelines.core.temporal import parse_timestamp, to_iso
 
 NOTES_PER_KIND = 5  # examples kept per dropped/repaired kind: enough to find them, not a log
+# A turn longer than this is not a conversation turn but a pasted file or a broken export; it
+# would blow up every prompt it lands in. The longest turns of LoCoMo and LongMemEval are far
+# below (a few thousand characters).
+MAX_TURN_CHARS = 100_000
 
 
 @dataclass
@@ -152,6 +156,18 @@ def optional(obj: dict[str, Any], key: str, expected: type, ref: RecordRef, fiel
     if obj.get(key) is None:
         return None
     return _checked(obj[key], expected, ref, field_name)
+
+
+def require_turn_text(obj: dict[str, Any], key: str, ref: RecordRef, field_name: str) -> str:
+    """A turn's text: a required string of at most MAX_TURN_CHARS characters."""
+    text = require(obj, key, str, ref, field_name)
+    if len(text) > MAX_TURN_CHARS:
+        raise ref.error(
+            field_name,
+            f"the turn is {len(text):,} characters long, more than the {MAX_TURN_CHARS:,} a "
+            "conversation turn can have (a pasted file or a broken export?)",
+        )
+    return text
 
 
 def _checked(value: Any, expected: type, ref: RecordRef, field_name: str) -> Any:

@@ -24,6 +24,7 @@ from mera_pipelines.core.sources.base import (
     optional,
     require,
     require_object,
+    require_turn_text,
     resolve_evidence,
     session_time,
 )
@@ -173,7 +174,7 @@ def _read_turn(item: Any, ref: RecordRef, field_prefix: str) -> dict[str, Any]:
     return {
         "dia_id": require(item, "dia_id", str, ref, f"{field_prefix}.dia_id"),
         "speaker": require(item, "speaker", str, ref, f"{field_prefix}.speaker"),
-        "text": require(item, "text", str, ref, f"{field_prefix}.text"),
+        "text": require_turn_text(item, "text", ref, f"{field_prefix}.text"),
         # Image turns: the caption is the only trace of the picture, and facts often hinge on it.
         "blip_caption": optional(item, "blip_caption", str, ref, f"{field_prefix}.blip_caption"),
     }

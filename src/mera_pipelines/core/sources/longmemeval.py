@@ -26,6 +26,7 @@ from mera_pipelines.core.sources.base import (
     question_date_or_last_session,
     require,
     require_object,
+    require_turn_text,
     session_time,
     speakers_in_order,
 )
@@ -159,7 +160,7 @@ def _read_turn(
         turn_id=turn_id_for(session_index, turn_index),
         turn_index=turn_index,
         speaker=require(raw, "role", str, ref, f"{prefix}.role"),
-        text=require(raw, "content", str, ref, f"{prefix}.content"),
+        text=require_turn_text(raw, "content", ref, f"{prefix}.content"),
         session_time=to_iso(session.moment),
         session_time_raw=session.raw_time,
     )
