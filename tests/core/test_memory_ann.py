@@ -3,6 +3,7 @@ on an easy case it returns the same top turns as exact search."""
 
 from __future__ import annotations
 
+import hashlib
 import numpy as np
 import pandas as pd
 import pytest
@@ -124,3 +125,83 @@ def test_shared_texts_are_embedded_once(tmp_path):
     a = memory.search(["item2"], "m", SearchSettings(k=1))[0]
     b = memory.search(["item2"], "other", SearchSettings(k=1))[0]
     assert a.turn_id == b.turn_id == "T2" and np.isclose(a.score, b.score)
+
+
+def test_a_memory_below_min_rows_is_searched_exactly_beside_a_big_one(tmp_path):
+    memory = build(tmp_path, AnnSettings(index="auto", min_rows=N_TURNS))
+    small = distinct_facts(3).assign(memory_id="small")
+    small["fact_id"] = small["fact_id"].str.replace("m|", "small|")
+    memory.upsert_facts(pd.concat([distinct_facts(N_TURNS), small], ignore_index=True))
+    assert memory.has_ann_index
+    assert memory._use_ann("m") and not memory._use_ann("small")
+    query = stored_text(small, 1)
+    assert [c.turn_id for c in memory.search([query], "small", SearchSettings(k=3))][0] == "T1"
+    assert "memory_id" in {c for idx in memory._table.list_indices() for c in idx.columns}
+
+
+def random_memory_rows(n_turns: int, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    words = [f"w{n}" for n in range(60)]
+    rows = []
+    for turn in range(n_turns):
+        facts = [" ".join(rng.choice(words, 5)) for _ in range(int(rng.integers(1, 4)))]
+        for n, text in enumerate(facts):
+            rows.append(
+                {
+                    "fact_id": f"m|T{turn}|{n}",
+                    "memory_id": "m",
+                    "turn_id": f"T{turn}",
+                    "text": text,
+                    "keywords": [],
+                    "topics": [],
+                    "speaker": "user",
+                    "timestamp": None,
+                    "turn_facts": facts,
+                    "source_text": text,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+class SeededEmbedder:
+    """A random unit vector per text (seeded by the text): no exact ties between scores, so
+    two exact searches must agree on the order, not only on the set."""
+
+    name = "test-seeded"
+    dim = 32
+
+    def embed(self, texts: list[str], *, progress: bool = False) -> np.ndarray:
+        out = np.stack(
+            [
+                np.random.default_rng(int(hashlib.md5(t.encode()).hexdigest()[:8], 16)).normal(
+                    size=self.dim
+                )
+                for t in texts
+            ]
+        ).astype(np.float32)
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def test_the_in_process_exact_search_ranks_like_the_lancedb_scan(tmp_path):
+    facts = random_memory_rows(120)
+    cached = MemoryIndex(str(tmp_path / "db"), "facts", SeededEmbedder())
+    cached.upsert_facts(facts)
+    scan = MemoryIndex(cached.uri, "facts", cached.embedder, exact_cache_rows=0)
+    queries = ["w1 w2 w3", "w7 w40", "w59 w3 w3 w11"]
+    for settings in (SearchSettings(k=6), SearchSettings(k=4, mmr_lambda=0.7)):
+        for excluded in ([], ["T1", "T5", "T17"]):
+            fast = cached.search_per_query(queries, "m", settings, excluded)
+            slow = scan.search_per_query(queries, "m", settings, excluded)
+            for a, b in zip(fast, slow, strict=True):
+                assert [c.turn_id for c in a] == [c.turn_id for c in b]
+                assert np.allclose([c.score for c in a], [c.score for c in b], atol=1e-5)
+                assert [c.matched_facts for c in a] == [c.matched_facts for c in b]
+    assert cached._exact_cache.get("m") is not None
+
+
+def test_a_write_refreshes_the_in_process_copy(tmp_path):
+    memory = MemoryIndex(str(tmp_path / "db"), "facts", HashingEmbedder(dim=32))
+    memory.upsert_facts(random_memory_rows(10))
+    memory.search(["w1"], "m")
+    memory.upsert_facts(random_memory_rows(10, seed=3).assign(turn_id="NEW"))
+    assert {c.turn_id for c in memory.search(["w1"], "m", SearchSettings(k=3))} == {"NEW"}

@@ -17,8 +17,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
 import warnings
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -96,6 +98,9 @@ class AnnSettings:
     """
 
     index: str = "auto"
+    # Rows before the index is built, and rows a memory needs before its searches use it:
+    # a small memory in a big shared table is searched exactly (its rows are found through
+    # the memory_id index), since IVF partitions would scatter its few facts.
     min_rows: int = 100_000
     auto_type: str = "IVF_PQ"  # LanceDB's advice for prefiltered (where=...) search
     num_partitions: int | None = None  # None: about sqrt(rows)
@@ -212,6 +217,7 @@ class MemoryIndex:
         table_name: str,
         embedder: Embedder,
         ann: AnnSettings | None = None,
+        exact_cache_rows: int = 250_000,
     ) -> None:
         import lancedb
 
@@ -219,10 +225,17 @@ class MemoryIndex:
         self.table_name = table_name
         self.embedder = embedder
         self.ann = ann or AnnSettings()
+        # Exact search of a memory up to this many rows runs on an in-process copy of its
+        # vectors (one matrix product) instead of a LanceDB query, whose fixed cost (~10 ms)
+        # dominated the loop. Same ranking; 0 always queries LanceDB.
+        self.exact_cache_rows = exact_cache_rows
+        self._exact_cache = _MemoryVectorCache(max_rows=4 * exact_cache_rows)
         self._db = lancedb.connect(uri)
         self._table = self._open_table()
         self._fts_ready = False
         self._ann_type: str | None = None
+        self._memory_rows: dict[str, int] = {}  # per-memory row counts, reset on every write
+        self._has_memory_id_index = False
         if self._table is not None:
             self._check_embedder()
             self._read_index_state()
@@ -408,7 +421,11 @@ class MemoryIndex:
     ) -> list[list[TurnCandidate]]:
         where = self._where(memory_id, exclude_turn_ids)
         n_facts = settings.k * settings.fact_fanout
-        dense = self._dense_hits(vectors, where, n_facts)
+        approximate = self._use_ann(memory_id)
+        if not approximate and self._memory_size(memory_id) <= self.exact_cache_rows:
+            dense = self._cached_dense_hits(vectors, memory_id, exclude_turn_ids, n_facts)
+        else:
+            dense = self._dense_hits(vectors, where, n_facts, approximate=approximate)
         results = []
         for index, query in enumerate(queries):
             hits = dense.get(index, [])
@@ -494,6 +511,7 @@ class MemoryIndex:
     def _read_index_state(self) -> None:
         indices = list(self._table.list_indices())
         self._fts_ready = any("search_text" in idx.columns for idx in indices)
+        self._has_memory_id_index = any(idx.columns == ["memory_id"] for idx in indices)
         self._ann_type = next(
             (_ann_type_name(idx.index_type) for idx in indices if "vector" in idx.columns), None
         )
@@ -506,6 +524,15 @@ class MemoryIndex:
 
         self._table.create_index("search_text", config=FTS(), replace=True)
         self._fts_ready = True
+        if not self._has_memory_id_index:
+            # Every search prefilters on memory_id: a B-tree finds a memory's rows without
+            # scanning the column of a large shared table. compact() keeps it up to date.
+            from lancedb.index import BTree
+
+            self._table.create_index("memory_id", config=BTree(), replace=True)
+            self._has_memory_id_index = True
+        self._memory_rows.clear()
+        self._exact_cache.clear()
         self.compact()
         if (
             self.ann.enabled
@@ -535,7 +562,68 @@ class MemoryIndex:
             where += f" AND turn_id NOT IN ({', '.join(sql_string(t) for t in excluded)})"
         return where
 
-    def _dense_hits(self, vectors: np.ndarray, where: str, n_facts: int) -> dict[int, list[dict]]:
+    def _memory_size(self, memory_id: str) -> int:
+        if memory_id not in self._memory_rows:
+            self._memory_rows[memory_id] = self.count(memory_id)
+        return self._memory_rows[memory_id]
+
+    def _use_ann(self, memory_id: str) -> bool:
+        if not (self.ann.enabled and self.has_ann_index):
+            return False
+        return self._memory_size(memory_id) >= self.ann.min_rows
+
+    def _cached_dense_hits(
+        self, vectors: np.ndarray, memory_id: str, exclude_turn_ids: Iterable[str], n_facts: int
+    ) -> dict[int, list[dict]]:
+        """Exact cosine top-n over the memory's cached rows, ranked as LanceDB ranks them
+        (score descending, then row order), with viewed turns excluded before ranking."""
+        rows = self._exact_cache.get(memory_id)
+        if rows is None:
+            rows = self._exact_cache.put(memory_id, self._read_memory_rows(memory_id))
+        if not rows.num_rows:
+            return {}
+        matrix = rows.vectors
+        allowed = np.ones(len(matrix), dtype=bool)
+        excluded = set(exclude_turn_ids)
+        if excluded:
+            allowed = ~np.isin(rows.turn_ids, list(excluded))
+        candidates = np.flatnonzero(allowed)
+        if not len(candidates):
+            return {}
+        queries = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
+        norms = np.linalg.norm(queries, axis=1, keepdims=True)
+        scores = (queries / np.where(norms == 0, 1, norms)) @ matrix[candidates].T
+        by_query: dict[int, list[dict]] = {}
+        for query_index, query_scores in enumerate(scores):
+            n = min(n_facts, len(candidates))
+            top = np.argpartition(-query_scores, n - 1)[:n]
+            top = top[np.lexsort((candidates[top], -query_scores[top]))]
+            hits = rows.table.take(pa.array(candidates[top])).to_pylist()
+            for row, score in zip(hits, query_scores[top], strict=True):
+                row["score"] = float(score)
+            by_query[query_index] = hits
+        return by_query
+
+    def _read_memory_rows(self, memory_id: str) -> _MemoryRows:
+        table = (
+            self._table.search()
+            .where(f"memory_id = {sql_string(memory_id)}")
+            .select(HIT_COLUMNS)
+            .limit(max(1, self._memory_size(memory_id)))
+            .to_arrow()
+        )
+        vectors = table["vector"].combine_chunks()
+        dim = vectors.type.list_size
+        matrix = np.asarray(vectors.flatten().to_numpy(zero_copy_only=False), dtype=np.float32)
+        matrix = matrix.reshape(-1, dim)
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)  # cosine, as LanceDB computes it
+        matrix = matrix / np.where(norms == 0, 1, norms)
+        turn_ids = np.asarray(table["turn_id"].to_pylist(), dtype=object)
+        return _MemoryRows(table=table, vectors=matrix, turn_ids=turn_ids)
+
+    def _dense_hits(
+        self, vectors: np.ndarray, where: str, n_facts: int, approximate: bool = False
+    ) -> dict[int, list[dict]]:
         query = (
             self._table.search(list(vectors) if len(vectors) > 1 else vectors[0])
             .distance_type("cosine")
@@ -543,9 +631,9 @@ class MemoryIndex:
             .select([*HIT_COLUMNS, "_distance"])
             .limit(n_facts)
         )
-        if not self.ann.enabled:
+        if not approximate:
             query = query.bypass_vector_index()
-        elif self.has_ann_index:
+        else:
             if self.ann.nprobes:
                 query = query.nprobes(self.ann.nprobes)
             if self.ann.refine_factor:
@@ -574,6 +662,49 @@ class MemoryIndex:
         for row in rows:
             row["score"] = float(row.pop("_score", 0.0))
         return rows
+
+
+@dataclass
+class _MemoryRows:
+    """One memory's rows as search reads them, and its unit vectors as one matrix."""
+
+    table: pa.Table
+    vectors: np.ndarray
+    turn_ids: np.ndarray
+
+    @property
+    def num_rows(self) -> int:
+        return self.table.num_rows
+
+
+class _MemoryVectorCache:
+    """Least-recently-used memories, bounded by their total rows (vectors are 1.5 KB a row)."""
+
+    def __init__(self, max_rows: int) -> None:
+        self.max_rows = max_rows
+        self._items: OrderedDict[str, _MemoryRows] = OrderedDict()
+        self._lock = threading.Lock()  # evaluation may search from a thread pool
+
+    def get(self, memory_id: str) -> _MemoryRows | None:
+        with self._lock:
+            rows = self._items.get(memory_id)
+            if rows is not None:
+                self._items.move_to_end(memory_id)
+            return rows
+
+    def put(self, memory_id: str, rows: _MemoryRows) -> _MemoryRows:
+        with self._lock:
+            self._items[memory_id] = rows
+            while len(self._items) > 1 and self._total() > self.max_rows:
+                self._items.popitem(last=False)
+            return rows
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    def _total(self) -> int:
+        return sum(rows.num_rows for rows in self._items.values())
 
 
 def _ann_type_name(reported: Any) -> str:
