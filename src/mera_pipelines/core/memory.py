@@ -582,25 +582,24 @@ class MemoryIndex:
             rows = self._exact_cache.put(memory_id, self._read_memory_rows(memory_id))
         if not rows.num_rows:
             return {}
-        matrix = rows.vectors
-        allowed = np.ones(len(matrix), dtype=bool)
         excluded = set(exclude_turn_ids)
-        if excluded:
-            allowed = ~np.isin(rows.turn_ids, list(excluded))
-        candidates = np.flatnonzero(allowed)
-        if not len(candidates):
+        allowed = ~np.isin(rows.turn_ids, list(excluded)) if excluded else None
+        n = min(n_facts, rows.num_rows if allowed is None else int(allowed.sum()))
+        if n == 0:
             return {}
         queries = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
         norms = np.linalg.norm(queries, axis=1, keepdims=True)
-        scores = (queries / np.where(norms == 0, 1, norms)) @ matrix[candidates].T
+        scores = (queries / np.where(norms == 0, 1, norms)) @ rows.vectors.T
+        if allowed is not None:
+            scores[:, ~allowed] = -np.inf  # excluded before ranking, like the prefilter
         by_query: dict[int, list[dict]] = {}
         for query_index, query_scores in enumerate(scores):
-            n = min(n_facts, len(candidates))
             top = np.argpartition(-query_scores, n - 1)[:n]
-            top = top[np.lexsort((candidates[top], -query_scores[top]))]
-            hits = rows.table.take(pa.array(candidates[top])).to_pylist()
-            for row, score in zip(hits, query_scores[top], strict=True):
+            top = top[np.lexsort((top, -query_scores[top]))]
+            hits = rows.table.take(pa.array(top)).to_pylist()  # no vector column: see below
+            for row, row_index, score in zip(hits, top, query_scores[top], strict=True):
                 row["score"] = float(score)
+                row["vector"] = rows.vectors[row_index]  # for MMR; skips 384 Python floats
             by_query[query_index] = hits
         return by_query
 
@@ -619,7 +618,7 @@ class MemoryIndex:
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)  # cosine, as LanceDB computes it
         matrix = matrix / np.where(norms == 0, 1, norms)
         turn_ids = np.asarray(table["turn_id"].to_pylist(), dtype=object)
-        return _MemoryRows(table=table, vectors=matrix, turn_ids=turn_ids)
+        return _MemoryRows(table=table.drop_columns(["vector"]), vectors=matrix, turn_ids=turn_ids)
 
     def _dense_hits(
         self, vectors: np.ndarray, where: str, n_facts: int, approximate: bool = False
