@@ -175,6 +175,9 @@ def collect(results: dict[str, dict | None], mode: str) -> dict:
             True,
             target=s["target_ms"],
             p95_ms=s["loop_overhead_p95_ms"],
+            warm_memory_ms=s.get("loop_overhead_warm_memory_ms"),
+            note="first question on each memory (its vectors are read once per process); "
+            "warm_memory_ms: the memory already read",
             baseline_is="naive RAG (one query) overhead, same proxies",
             ms_per_question_by_part=loop["mera"]["ms_per_question_by_part"],
         )

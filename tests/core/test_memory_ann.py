@@ -4,6 +4,7 @@ on an easy case it returns the same top turns as exact search."""
 from __future__ import annotations
 
 import hashlib
+
 import numpy as np
 import pandas as pd
 import pytest
