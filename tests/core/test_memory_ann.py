@@ -206,3 +206,16 @@ def test_a_write_refreshes_the_in_process_copy(tmp_path):
     memory.search(["w1"], "m")
     memory.upsert_facts(random_memory_rows(10, seed=3).assign(turn_id="NEW"))
     assert {c.turn_id for c in memory.search(["w1"], "m", SearchSettings(k=3))} == {"NEW"}
+
+
+def test_many_small_memories_do_not_trigger_a_build(tmp_path):
+    frames = []
+    for n in range(3):  # 3 x 120 rows: the table reaches min_rows, no memory does
+        part = distinct_facts(120).assign(memory_id=f"m{n}")
+        part["fact_id"] = part["fact_id"].str.replace("m|", f"m{n}|")
+        frames.append(part)
+    memory = MemoryIndex(
+        str(tmp_path / "db"), "facts", HashingEmbedder(dim=128), ann=AnnSettings(min_rows=300)
+    )
+    memory.upsert_facts(pd.concat(frames, ignore_index=True))
+    assert memory.count() == 360 and not memory.has_ann_index

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from mera_pipelines.core.embedding import Embedder
 from mera_pipelines.core.errors import ConfigError
@@ -91,8 +92,8 @@ class AnnSettings:
     """When to build an approximate index on the fact vectors, and how to search it.
 
     ``index``: "none" (always exact search, never build), "auto" (build ``auto_type`` once the
-    table holds ``min_rows`` facts) or an index type such as "ivf_pq" / "ivf_hnsw_sq" (built at
-    the same threshold). Search-time knobs: ``nprobes`` IVF partitions scanned, ``refine_factor``
+    table, and one memory in it, holds ``min_rows`` facts) or an index type such as "ivf_pq" /
+    "ivf_hnsw_sq" (built at the same threshold). Search-time knobs: ``nprobes`` IVF partitions scanned, ``refine_factor``
     re-ranks ``limit * refine_factor`` candidates on the full vectors (recovers PQ's loss),
     ``ef`` for the HNSW variants. ``None`` leaves LanceDB's default.
     """
@@ -534,11 +535,7 @@ class MemoryIndex:
         self._memory_rows.clear()
         self._exact_cache.clear()
         self.compact()
-        if (
-            self.ann.enabled
-            and not self.has_ann_index
-            and self._table.count_rows() >= self.ann.min_rows
-        ):
+        if self.ann.enabled and not self.has_ann_index and self._largest_memory_reaches_min_rows():
             self.build_ann_index()
 
     def _delete_where(self, predicate: str) -> int:
@@ -561,6 +558,14 @@ class MemoryIndex:
         if excluded:
             where += f" AND turn_id NOT IN ({', '.join(sql_string(t) for t in excluded)})"
         return where
+
+    def _largest_memory_reaches_min_rows(self) -> bool:
+        """Only a memory of ``min_rows`` facts is searched through the index, so a table of
+        many small memories (500 LongMemEval haystacks) is not worth an index build."""
+        if self._table.count_rows() < self.ann.min_rows:
+            return False
+        counts = pa.compute.value_counts(self._scan(["memory_id"])["memory_id"])
+        return max(counts.field("counts").to_pylist()) >= self.ann.min_rows
 
     def _memory_size(self, memory_id: str) -> int:
         if memory_id not in self._memory_rows:
