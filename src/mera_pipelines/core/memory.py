@@ -219,6 +219,7 @@ class MemoryIndex:
         embedder: Embedder,
         ann: AnnSettings | None = None,
         exact_cache_rows: int = 250_000,
+        storage_options: dict[str, str] | None = None,
     ) -> None:
         import lancedb
 
@@ -231,7 +232,9 @@ class MemoryIndex:
         # dominated the loop. Same ranking; 0 always queries LanceDB.
         self.exact_cache_rows = exact_cache_rows
         self._exact_cache = _MemoryVectorCache(max_rows=4 * exact_cache_rows)
-        self._db = lancedb.connect(uri)
+        # uri may be a folder or an object store (s3://, gs://, az://); storage_options carry
+        # its region / endpoint / credentials (LanceDB also reads the usual AWS_* variables).
+        self._db = lancedb.connect(uri, storage_options=storage_options)
         self._table = self._open_table()
         self._fts_ready = False
         self._ann_type: str | None = None

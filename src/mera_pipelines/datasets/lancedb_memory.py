@@ -25,6 +25,7 @@ class LanceDBMemoryDataset(AbstractDataset[pd.DataFrame, MemoryIndex]):
         table_name: str = "facts",
         embedder: dict[str, Any] | None = None,
         ann: dict[str, Any] | str | None = None,
+        storage_options: dict[str, str] | None = None,
         progress: bool = True,
         metadata: dict[str, Any] | None = None,
     ) -> None:
@@ -32,6 +33,7 @@ class LanceDBMemoryDataset(AbstractDataset[pd.DataFrame, MemoryIndex]):
         self._table_name = table_name
         self._embedder_config = {"name": PACKAGED_MINILM, **(embedder or {})}
         self._ann = AnnSettings.from_params(ann)  # memory.ann_index; validated at catalog load
+        self._storage_options = storage_options  # object stores: region, endpoint, keys
         self._progress = progress
         self.metadata = metadata
         self.last_upsert: dict[str, float] | None = None
@@ -41,7 +43,13 @@ class LanceDBMemoryDataset(AbstractDataset[pd.DataFrame, MemoryIndex]):
         embedder = load_embedder(
             config["name"], config.get("device", "cpu"), int(config.get("batch_size", 64))
         )
-        return MemoryIndex(self._uri, self._table_name, embedder, ann=self._ann)
+        return MemoryIndex(
+            self._uri,
+            self._table_name,
+            embedder,
+            ann=self._ann,
+            storage_options=self._storage_options,
+        )
 
     def load(self) -> MemoryIndex:
         return self._index()
