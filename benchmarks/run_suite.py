@@ -29,7 +29,7 @@ PLANS = {
         "indexing": ["--questions", "1", "--facts", "600", "--one-at-a-time", "60"],
         "retrieval": ["--sizes", "10k", "--queries", "60"],
         "loop": ["--questions", "4", "--sessions", "20"],
-        "longmemeval": ["--questions", "4"],
+        "longmemeval": ["--questions", "4", "--sessions", "10", "--pool", "20"],
         "grpo": ["--steps", "2", "--skip-smollm2"],
     },
     "default": {
