@@ -48,10 +48,10 @@ mlflow-ui: install
 
 # Benchmark suite (benchmarks/run_suite.py): prints a table, writes benchmarks/results/*.json and
 # data/08_reporting/benchmarks.json. QUICK=1 small sizes (minutes); FULL=1 adds 1M facts and all
-# 500 synthetic LongMemEval-S questions (long; run it at `nice`); SKIP_SMOLLM2=1 skips the SmolLM2
+# 500 synthetic LongMemEval-S questions (long: runs at `nice -n 5`); SKIP_SMOLLM2=1 skips the SmolLM2
 # GRPO step. The memory benchmark on real data: `make bench-memory BENCH_ARGS="--source ..."`.
 bench: install
-	nice -n 5 $(BIN)/python benchmarks/run_suite.py $(if $(QUICK),--quick) $(if $(FULL),--full) $(if $(SKIP_SMOLLM2),--skip-smollm2) $(BENCH_ARGS)
+	$(if $(FULL),nice -n 5) $(BIN)/python benchmarks/run_suite.py $(if $(QUICK),--quick) $(if $(FULL),--full) $(if $(SKIP_SMOLLM2),--skip-smollm2) $(BENCH_ARGS)
 
 bench-memory: install
 	$(BIN)/python benchmarks/bench_memory.py $(BENCH_ARGS)

@@ -118,6 +118,8 @@ def collect(results: dict[str, dict | None], mode: str) -> dict:
             False,
             target=ix["target_facts_per_s"],
             facts=ix["facts"],
+            facts_per_cpu_second=ix.get("facts_per_cpu_second"),
+            idle_machine_upper_bound_facts_per_s=ix.get("idle_machine_upper_bound_facts_per_s"),
         )
         report["query_embedding_ms"] = figure(
             ix["query_embedding"]["three_queries_batched"]["p50_ms"] / 3,

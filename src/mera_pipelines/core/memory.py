@@ -591,8 +591,8 @@ class MemoryIndex:
             rows = self._exact_cache.put(memory_id, self._read_memory_rows(memory_id))
         if not rows.num_rows:
             return {}
-        excluded = set(exclude_turn_ids)
-        allowed = ~np.isin(rows.turn_ids, list(excluded)) if excluded else None
+        excluded = [rows.turn_code[t] for t in set(exclude_turn_ids) if t in rows.turn_code]
+        allowed = ~np.isin(rows.turn_codes, excluded) if excluded else None
         n = min(n_facts, rows.num_rows if allowed is None else int(allowed.sum()))
         if n == 0:
             return {}
@@ -627,8 +627,15 @@ class MemoryIndex:
         matrix = matrix.reshape(-1, dim)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)  # cosine, as LanceDB computes it
         matrix = matrix / np.where(norms == 0, 1, norms)
-        turn_ids = np.asarray(table["turn_id"].to_pylist(), dtype=object)
-        return _MemoryRows(table=table.drop_columns(["vector"]), vectors=matrix, turn_ids=turn_ids)
+        turn_ids = table["turn_id"].to_pylist()
+        turn_code = {turn_id: code for code, turn_id in enumerate(dict.fromkeys(turn_ids))}
+        turn_codes = np.fromiter((turn_code[t] for t in turn_ids), dtype=np.int64)
+        return _MemoryRows(
+            table=table.drop_columns(["vector"]),
+            vectors=matrix,
+            turn_codes=turn_codes,
+            turn_code=turn_code,
+        )
 
     def _dense_hits(
         self, vectors: np.ndarray, where: str, n_facts: int, approximate: bool = False
@@ -692,7 +699,8 @@ class _MemoryRows:
 
     table: pa.Table
     vectors: np.ndarray
-    turn_ids: np.ndarray
+    turn_codes: np.ndarray  # one int per row: its turn, for fast exclusion masks
+    turn_code: dict[str, int]
 
     @property
     def num_rows(self) -> int:
