@@ -72,6 +72,21 @@ def run_one(name: str, args: list[str], suffix: str) -> dict | None:
     return result
 
 
+def load_result(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def merge_separate_sizes(retrieval: dict | None, suffix: str) -> None:
+    """Sizes measured in a separate run (e.g. ``retrieval_1m.json``, run alone at nice) join
+    the report unless this run measured them itself."""
+    if retrieval is None:
+        return
+    for label in ("10k", "100k", "1m"):
+        extra = load_result(RESULTS / f"retrieval_{label}{suffix}.json")
+        if extra and label in extra["sizes"] and label not in retrieval["sizes"]:
+            retrieval["sizes"][label] = {**extra["sizes"][label], "machine": extra["machine"]}
+
+
 def figure(value, baseline, lower_is_better: bool, **extra) -> dict:
     """A headline figure with its same-run baseline and value/baseline."""
     ratio = value / baseline if value is not None and baseline else None
@@ -258,6 +273,7 @@ def main() -> None:
     group.add_argument("--full", action="store_true")
     parser.add_argument("--only", default=None, help="comma list of " + ",".join(SCRIPTS))
     parser.add_argument("--skip-smollm2", action="store_true")
+    parser.add_argument("--collect-only", action="store_true", help="no runs: re-read results")
     args = parser.parse_args()
     mode = "quick" if args.quick else "full" if args.full else "default"
     plan = dict(PLANS[mode])
@@ -265,7 +281,11 @@ def main() -> None:
         plan["grpo"] = [*plan["grpo"], "--skip-smollm2"]
     wanted = args.only.split(",") if args.only else list(plan)
     suffix = "_quick" if mode == "quick" else ""
-    results = {name: run_one(name, plan[name], suffix) for name in wanted}
+    if args.collect_only:  # rebuild the report from the JSON files of earlier runs
+        results = {name: load_result(RESULTS / f"{name}{suffix}.json") for name in wanted}
+    else:
+        results = {name: run_one(name, plan[name], suffix) for name in wanted}
+    merge_separate_sizes(results.get("retrieval"), suffix)
     report = collect(results, mode)
     REPORT.parent.mkdir(parents=True, exist_ok=True)
     REPORT.write_text(json.dumps(report, indent=2))
