@@ -165,6 +165,7 @@ def collect(results: dict[str, dict | None], mode: str) -> dict:
                 path=s["path"],
                 target=targets.get(label),
                 lancedb_exact_p50_ms=s["lancedb_exact_p50_ms"],
+                cpu_ms_mean=s.get("retrieval_cpu_ms_mean"),
                 round_p50_ms=s["round_p50_ms"],
             )
             report["retrieval_p95_ms"][label] = figure(
