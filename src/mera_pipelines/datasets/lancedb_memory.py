@@ -40,8 +40,12 @@ class LanceDBMemoryDataset(AbstractDataset[pd.DataFrame, MemoryIndex]):
 
     def _index(self) -> MemoryIndex:
         config = self._embedder_config
+        threads = config.get("threads")
         embedder = load_embedder(
-            config["name"], config.get("device", "cpu"), int(config.get("batch_size", 64))
+            config["name"],
+            config.get("device", "cpu"),
+            int(config.get("batch_size", 64)),
+            int(threads) if threads else None,
         )
         return MemoryIndex(
             self._uri,
