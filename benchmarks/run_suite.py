@@ -134,6 +134,7 @@ def collect(results: dict[str, dict | None], mode: str) -> dict:
             target=ix["target_facts_per_s"],
             facts=ix["facts"],
             facts_per_cpu_second=ix.get("facts_per_cpu_second"),
+            best_embedding_setting=max(ix["embedding_sweep"], key=lambda r: r["texts_per_s"]),
             idle_machine_upper_bound_facts_per_s=ix.get("idle_machine_upper_bound_facts_per_s"),
         )
         report["query_embedding_ms"] = figure(
