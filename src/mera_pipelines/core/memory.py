@@ -427,7 +427,7 @@ class MemoryIndex:
         where = self._where(memory_id, exclude_turn_ids)
         n_facts = settings.k * settings.fact_fanout
         approximate = self._use_ann(memory_id)
-        if not approximate and self._memory_size(memory_id) <= self.exact_cache_rows:
+        if not approximate and self._fits_exact_cache(memory_id):
             dense = self._cached_dense_hits(vectors, memory_id, exclude_turn_ids, n_facts)
         else:
             dense = self._dense_hits(vectors, where, n_facts, approximate=approximate)
@@ -571,6 +571,18 @@ class MemoryIndex:
         counts = pa.compute.value_counts(self._scan(["memory_id"])["memory_id"])
         return max(counts.field("counts").to_pylist()) >= self.ann.min_rows
 
+    def _table_rows(self) -> int:
+        if "" not in self._memory_rows:  # "" is never a memory id: the table's row count
+            self._memory_rows[""] = self._table.count_rows()
+        return self._memory_rows[""]
+
+    def _fits_exact_cache(self, memory_id: str) -> bool:
+        # A table no larger than the cache limit needs no per-memory count (one query less
+        # on the first search of each memory).
+        if self._table_rows() <= self.exact_cache_rows:
+            return True
+        return self._memory_size(memory_id) <= self.exact_cache_rows
+
     def _memory_size(self, memory_id: str) -> int:
         if memory_id not in self._memory_rows:
             self._memory_rows[memory_id] = self.count(memory_id)
@@ -618,7 +630,7 @@ class MemoryIndex:
             self._table.search()
             .where(f"memory_id = {sql_string(memory_id)}")
             .select(HIT_COLUMNS)
-            .limit(max(1, self._memory_size(memory_id)))
+            .limit(max(1, self._memory_rows.get(memory_id) or self._table_rows()))
             .to_arrow()
         )
         vectors = table["vector"].combine_chunks()
