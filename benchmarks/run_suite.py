@@ -135,7 +135,6 @@ def collect(results: dict[str, dict | None], mode: str) -> dict:
             facts=ix["facts"],
             facts_per_cpu_second=ix.get("facts_per_cpu_second"),
             best_embedding_setting=max(ix["embedding_sweep"], key=lambda r: r["texts_per_s"]),
-            idle_machine_upper_bound_facts_per_s=ix.get("idle_machine_upper_bound_facts_per_s"),
         )
         report["query_embedding_ms"] = figure(
             ix["query_embedding"]["three_queries_batched"]["p50_ms"] / 3,
@@ -211,11 +210,13 @@ def collect(results: dict[str, dict | None], mode: str) -> dict:
     lme = results.get("longmemeval")
     if lme:
         build = lme["memory_build"]
+        re_embedding = build["baseline_per_question_embedding_seconds_estimate"] or 0.0
         report["longmemeval_s_synthetic_minutes"] = figure(
             lme["total_minutes"],
-            None,
+            lme["total_minutes"] + (re_embedding - build["embed_seconds"]) / 60,
             True,
             questions=lme["dataset"]["questions"],
+            baseline_is="the same run with every haystack embedded on its own (estimated)",
             projected_minutes_for_500=lme["projected_minutes_for_500_questions"],
             target=lme["target_minutes"],
             peak_rss_mb=lme["peak_rss_mb"],
