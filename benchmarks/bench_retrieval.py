@@ -180,7 +180,13 @@ def path_of(index: MemoryIndex) -> str:
     return "exact:lancedb_scan"
 
 
-def bench_size(label: str, n_facts: int, n_queries: int, ann_configs: list[dict]) -> dict:
+def bench_size(
+    label: str,
+    n_facts: int,
+    n_queries: int,
+    ann_configs: list[dict],
+    num_partitions: int | None = None,
+) -> dict:
     vectors, turn_of_fact = synthetic_vectors(n_facts)
     frame = fact_frame(turn_of_fact)
     texts = [search_text(t, [], []) for t in frame["text"]]
@@ -212,7 +218,8 @@ def bench_size(label: str, n_facts: int, n_queries: int, ann_configs: list[dict]
         )
         truth = exact_truth(ground, queries)
         del ground
-        builder = MemoryIndex(tmp, "facts", embedder, ann=AnnSettings(index="auto"))
+        build = AnnSettings(index="auto", num_partitions=num_partitions)
+        builder = MemoryIndex(tmp, "facts", embedder, ann=build)
         kind, seconds = timed(builder.build_ann_index)
         out["ann_index"] = {"type": kind, "build_seconds": seconds}
         out["ann"] = []
@@ -279,12 +286,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10k", help="comma list of 10k,100k,1m")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--num-partitions", type=int, default=None, help="IVF (default √rows)")
+    parser.add_argument(
+        "--probes", default="16:4,32:8,64:10", help="ANN settings to try, nprobes:refine_factor"
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     configs = [
-        {"nprobes": 16, "refine_factor": 4},
-        {"nprobes": 32, "refine_factor": 8},
-        {"nprobes": 64, "refine_factor": 10},
+        {"nprobes": int(n), "refine_factor": int(r)}
+        for n, r in (pair.split(":") for pair in args.probes.split(","))
     ]
     result = {
         "benchmark": "retrieval",
@@ -296,7 +306,9 @@ def main() -> None:
         "sizes": {},
     }
     for label in args.sizes.split(","):
-        result["sizes"][label] = bench_size(label, SIZES[label], args.queries, configs)
+        result["sizes"][label] = bench_size(
+            label, SIZES[label], args.queries, configs, args.num_partitions
+        )
         result["peak_rss_mb_after_" + label] = peak_rss_mb()
     print("wrote", write_result("retrieval", result, args.out))
 
