@@ -12,7 +12,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run test lint viz viz-build mlflow-ui bench clean-data
+.PHONY: install run test lint viz viz-build mlflow-ui bench bench-memory clean-data
 
 install: $(STAMP)
 
@@ -46,5 +46,12 @@ viz-build: install
 mlflow-ui: install
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port 5000
 
+# Benchmark suite (benchmarks/run_suite.py): prints a table, writes benchmarks/results/*.json and
+# data/08_reporting/benchmarks.json. QUICK=1 small sizes (minutes); FULL=1 adds 1M facts and all
+# 500 synthetic LongMemEval-S questions (long: runs at `nice -n 5`); SKIP_SMOLLM2=1 skips the SmolLM2
+# GRPO step. The memory benchmark on real data: `make bench-memory BENCH_ARGS="--source ..."`.
 bench: install
+	$(if $(FULL),nice -n 5) $(BIN)/python benchmarks/run_suite.py $(if $(QUICK),--quick) $(if $(FULL),--full) $(if $(SKIP_SMOLLM2),--skip-smollm2) $(BENCH_ARGS)
+
+bench-memory: install
 	$(BIN)/python benchmarks/bench_memory.py $(BENCH_ARGS)

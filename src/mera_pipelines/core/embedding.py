@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -30,11 +31,21 @@ class Embedder(Protocol):
 class SentenceTransformerEmbedder:
     """Any sentence-transformers model from a local folder (or a hub name in an optional env)."""
 
-    def __init__(self, name: str, model_path: str, device: str = "cpu", batch_size: int = 64):
+    def __init__(
+        self,
+        name: str,
+        model_path: str,
+        device: str = "cpu",
+        batch_size: int = 64,
+        threads: int | None = None,
+    ):
         from sentence_transformers import SentenceTransformer
 
         self.name = name
         self.batch_size = batch_size
+        # Torch threads while encoding (None: torch's default, one per core). On a machine
+        # shared with other jobs 1 thread was ~2x faster than 2 (benchmarks/bench_indexing.py).
+        self.threads = threads
         self._model = SentenceTransformer(model_path, device=device)
         self.dim = int(self._model.get_embedding_dimension())
         # encode() is not documented as thread-safe; retrieval may run from a thread pool.
@@ -43,7 +54,7 @@ class SentenceTransformerEmbedder:
     def embed(self, texts: list[str], *, progress: bool = False) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:
+        with self._lock, _torch_threads(self.threads):
             vectors = self._model.encode(
                 list(texts),
                 batch_size=self.batch_size,
@@ -52,6 +63,22 @@ class SentenceTransformerEmbedder:
                 show_progress_bar=progress,
             )
         return np.asarray(vectors, dtype=np.float32)
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: int | None):
+    """Torch's thread count is process-wide: set it for this call only, then restore it."""
+    if not threads:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def resolve_model_path(name: str) -> str:
@@ -81,9 +108,16 @@ def resolve_model_path(name: str) -> str:
 
 @functools.lru_cache(maxsize=4)
 def load_embedder(
-    name: str = PACKAGED_MINILM, device: str = "cpu", batch_size: int = 64
+    name: str = PACKAGED_MINILM,
+    device: str = "cpu",
+    batch_size: int = 64,
+    threads: int | None = None,
 ) -> Embedder:
     """Load once per process: model loading costs seconds, embedding a query milliseconds."""
+    if threads is not None and threads < 1:
+        raise ConfigError(f"embedding.threads must be >= 1 or null, got {threads}")
     model_path = resolve_model_path(name)
     logger.info("Loading embedding model %s from %s", name, model_path)
-    return SentenceTransformerEmbedder(name, model_path, device=device, batch_size=batch_size)
+    return SentenceTransformerEmbedder(
+        name, model_path, device=device, batch_size=batch_size, threads=threads
+    )

@@ -13,7 +13,7 @@ import pandas as pd
 from kedro.io import AbstractDataset
 
 from mera_pipelines.core.embedding import PACKAGED_MINILM, load_embedder
-from mera_pipelines.core.memory import MemoryIndex
+from mera_pipelines.core.memory import AnnSettings, MemoryIndex
 
 logger = logging.getLogger(__name__)
 
@@ -24,22 +24,36 @@ class LanceDBMemoryDataset(AbstractDataset[pd.DataFrame, MemoryIndex]):
         uri: str,
         table_name: str = "facts",
         embedder: dict[str, Any] | None = None,
+        ann: dict[str, Any] | str | None = None,
+        storage_options: dict[str, str] | None = None,
         progress: bool = True,
         metadata: dict[str, Any] | None = None,
     ) -> None:
         self._uri = uri
         self._table_name = table_name
         self._embedder_config = {"name": PACKAGED_MINILM, **(embedder or {})}
+        self._ann = AnnSettings.from_params(ann)  # memory.ann_index; validated at catalog load
+        self._storage_options = storage_options  # object stores: region, endpoint, keys
         self._progress = progress
         self.metadata = metadata
         self.last_upsert: dict[str, float] | None = None
 
     def _index(self) -> MemoryIndex:
         config = self._embedder_config
+        threads = config.get("threads")
         embedder = load_embedder(
-            config["name"], config.get("device", "cpu"), int(config.get("batch_size", 64))
+            config["name"],
+            config.get("device", "cpu"),
+            int(config.get("batch_size", 64)),
+            int(threads) if threads else None,
         )
-        return MemoryIndex(self._uri, self._table_name, embedder)
+        return MemoryIndex(
+            self._uri,
+            self._table_name,
+            embedder,
+            ann=self._ann,
+            storage_options=self._storage_options,
+        )
 
     def load(self) -> MemoryIndex:
         return self._index()
@@ -68,7 +82,12 @@ class LanceDBMemoryDataset(AbstractDataset[pd.DataFrame, MemoryIndex]):
             index.close()
 
     def _describe(self) -> dict[str, Any]:
-        return {"uri": self._uri, "table_name": self._table_name, "embedder": self._embedder_config}
+        return {
+            "uri": self._uri,
+            "table_name": self._table_name,
+            "embedder": self._embedder_config,
+            "ann": vars(self._ann),
+        }
 
 
 def _log_to_active_mlflow_run(upsert: dict[str, float]) -> None:

@@ -56,6 +56,9 @@ class GRPOSettings:
     bf16: bool = False
     use_vllm: bool = False  # trl's vLLM generation (GPU only)
     vllm_mode: str = "colocate"  # or "server" (`trl vllm-serve`)
+    # any further GRPOConfig fields, passed through (e.g. gradient_checkpointing,
+    # vllm_server_base_url); conf/grpo_gpu sets them for GPUs
+    trl_extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None) -> GRPOSettings:
@@ -228,6 +231,7 @@ def run_grpo(
         temperature=settings.temperature,
         use_vllm=settings.use_vllm,
         vllm_mode=settings.vllm_mode,
+        **settings.trl_extra,
     )
     log = TrainingLog()
     trainer = GRPOTrainer(

@@ -1,0 +1,37 @@
+"""`memory.ann_index` reaches the memory dataset from globals, and a run can override it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kedro.config import OmegaConfigLoader
+
+from mera_pipelines.core.memory import AnnSettings
+from mera_pipelines.datasets import LanceDBMemoryDataset
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def memory_index_config(runtime_params: dict | None = None) -> dict:
+    loader = OmegaConfigLoader(
+        str(CONF), base_env="base", default_run_env="local", runtime_params=runtime_params
+    )
+    return loader["catalog"]["memory_index"]
+
+
+def test_default_is_auto_with_a_row_threshold():
+    ann = AnnSettings.from_params(memory_index_config()["ann"])
+    assert ann.index == "auto" and ann.min_rows == 100_000 and ann.index_type == "IVF_PQ"
+
+
+def test_runtime_param_overrides_the_index(tmp_path):
+    config = memory_index_config({"memory": {"ann_index": "none"}})
+    assert config["ann"] == "none"
+    dataset = LanceDBMemoryDataset(uri=str(tmp_path / "db"), ann=config["ann"])
+    assert dataset._describe()["ann"]["index"] == "none"
+
+
+def test_a_bad_index_type_fails_when_the_catalog_is_built(tmp_path):
+    with pytest.raises(Exception, match="ann_index"):
+        LanceDBMemoryDataset(uri=str(tmp_path / "db"), ann={"index": "faiss"})
