@@ -142,6 +142,18 @@ def _common_arguments(settings: SFTSettings | GRPOSettings, output: Path) -> dic
     }
 
 
+def _train_and_save(trainer: Any, tokenizer: Any, log: TrainingLog, output: Path):
+    """Train, time it, and save model + tokenizer as a loadable folder under ``output``."""
+    started = time.perf_counter()
+    trainer.train()
+    log.seconds = time.perf_counter() - started
+    log.steps = trainer.state.global_step
+    folder = output / "model"
+    trainer.save_model(str(folder))
+    tokenizer.save_pretrained(folder)
+    return folder, log
+
+
 def _load(folder: Path, threads: int | None):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -190,14 +202,7 @@ def run_sft(
         processing_class=tokenizer,
         callbacks=[_callback(log, "sft", log_metrics)],
     )
-    started = time.perf_counter()
-    trainer.train()
-    log.seconds = time.perf_counter() - started
-    log.steps = trainer.state.global_step
-    folder = output / "model"
-    trainer.save_model(str(folder))
-    tokenizer.save_pretrained(folder)
-    return folder, log
+    return _train_and_save(trainer, tokenizer, log, output)
 
 
 def run_grpo(
@@ -242,14 +247,7 @@ def run_grpo(
         processing_class=tokenizer,
         callbacks=[_callback(log, "grpo", log_metrics)],
     )
-    started = time.perf_counter()
-    trainer.train()
-    log.seconds = time.perf_counter() - started
-    log.steps = trainer.state.global_step
-    folder = output / "model"
-    trainer.save_model(str(folder))
-    tokenizer.save_pretrained(folder)
-    return folder, log
+    return _train_and_save(trainer, tokenizer, log, output)
 
 
 class PlannerSampler:
