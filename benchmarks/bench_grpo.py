@@ -23,6 +23,8 @@ from pathlib import Path
 
 from benchlib import machine, peak_rss_mb, ratio, write_result
 
+from mera_pipelines.core.llm.tiny_lm import build_tiny_lm
+
 PROMPTS = [
     "Question: When did Maya adopt Pepper?\nKnown: Maya has a dog.\nIntents as JSON:",
     "Question: Where does Jonas work?\nKnown: Jonas is a nurse.\nIntents as JSON:",
@@ -43,37 +45,6 @@ def intents_reward(prompts, completions, **_) -> list[float]:
         except ValueError:
             scores.append(0.0)
     return scores
-
-
-def tiny_model(workdir: Path):
-    """A 2-layer Qwen3 from config with a BPE tokenizer trained on the fly (seconds, offline)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
-
-    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    trainer = trainers.BpeTrainer(vocab_size=512, special_tokens=["<unk>", "<pad>", "<eos>"])
-    corpus = PROMPTS * 50 + ['[{"desired": "date", "keys": ["Maya"], "topics": ["pets"]}]'] * 50
-    bpe.train_from_iterator(corpus, trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe, unk_token="<unk>", pad_token="<pad>", eos_token="<eos>"
-    )
-    config = Qwen3Config(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        max_position_embeddings=512,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    model = Qwen3ForCausalLM(config)
-    model.save_pretrained(workdir / "tiny")
-    tokenizer.save_pretrained(workdir / "tiny")
-    return str(workdir / "tiny")
 
 
 def smollm2_model() -> str:
@@ -167,7 +138,8 @@ def step_times(model_dir: str, steps: int, threads: int, completion_tokens: int)
 def run(include_smollm2: bool = True, steps: int = 3, completion_tokens: int = 24) -> dict:
     result: dict = {"benchmark": "grpo", "machine": machine()}
     with tempfile.TemporaryDirectory() as tmp:
-        result["tiny_qwen3"] = step_times(tiny_model(Path(tmp)), steps, 1, completion_tokens)
+        tiny = str(build_tiny_lm(Path(tmp) / "tiny"))
+        result["tiny_qwen3"] = step_times(tiny, steps, 1, completion_tokens)
         print(f"[grpo] tiny: {result['tiny_qwen3']['step_seconds_median']:.2f} s/step", flush=True)
     if include_smollm2:
         result["smollm2_135m"] = step_times(smollm2_model(), steps, 2, completion_tokens)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from mera_pipelines.core.llm.tiny_lm import build_tiny_lm
 from tests.support.project import kedro_cli, make_project_copy
-from tests.support.tiny_lm import build_tiny_lm
 
 TRAIN_PARAMS = ",".join(
     [

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from mera_pipelines.core.llm.tiny_lm import build_tiny_lm
 from mera_pipelines.core.loop import LoopSettings
 from mera_pipelines.core.memory import MemoryIndex
 from mera_pipelines.core.training.model_store import read_model_folder
@@ -21,7 +22,6 @@ from mera_pipelines.core.training.trainers import (
 from tests.core.test_loop import TURNS
 from tests.core.test_memory import fact_rows
 from tests.support.embedding import HashingEmbedder
-from tests.support.tiny_lm import build_tiny_lm
 
 PROMPT = [{"role": "user", "content": "Question: what breed is the dog of Maya's friend?"}]
 TEACHER = json.dumps({"intents": [{"desired_fact": "Maya friend dog breed"}]})

@@ -1,7 +1,9 @@
-"""A tiny causal LM for tests: a 2-layer from-config Qwen3 with a BPE tokenizer trained on the fly.
+"""A tiny causal LM: a 2-layer from-config Qwen3 with a BPE tokenizer trained on the fly.
 
-Nothing is downloaded; building one takes about a second. It writes JSON poorly (it is random),
-which is what the planner's parse-failure paths and the training loop's plumbing need.
+For smoke tests and step-time benchmarks of the training stack (tests/, benchmarks/bench_grpo.py),
+never for results. Nothing is downloaded; building one takes about a second. It writes JSON poorly
+(it is random), which is what the planner's parse-failure paths and the training loop's plumbing
+need.
 """
 
 from __future__ import annotations
