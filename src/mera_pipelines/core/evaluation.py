@@ -14,6 +14,7 @@ from mera_pipelines.core.baselines import run_full_text, run_naive_rag
 from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.llm import LLMBackend
 from mera_pipelines.core.llm.concurrency import ItemFailure, map_bounded
+from mera_pipelines.core.llm.factory import make_backend
 from mera_pipelines.core.loop import LoopSettings, Roles, run_mera
 from mera_pipelines.core.memory import MemoryIndex
 from mera_pipelines.core.metrics import (
@@ -28,6 +29,7 @@ from mera_pipelines.core.roles.judge import Judge
 from mera_pipelines.core.roles.planner import make_planner
 from mera_pipelines.core.roles.seeder import make_seeder
 from mera_pipelines.core.roles.verifier import make_verifier
+from mera_pipelines.core.training.model_store import PlannerModel
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +121,29 @@ def build_roles(
             kinds.get("answerer", "heuristic"), backend=backends.answerer, **params("answerer")
         ),
     )
+
+
+def use_trained_planner(
+    model: PlannerModel,
+    backend_params: dict[str, Any],
+    kinds: dict[str, str],
+    role_params: dict[str, dict[str, Any]],
+) -> LLMBackend:
+    """A local backend for a trained planner folder; sets the planner role to ``llm`` in
+    ``kinds`` and applies the prompt settings it was trained with (unless set explicitly)."""
+    backend_params = dict(backend_params)
+    cache_dir = backend_params.pop("cache_dir", None)
+    backend = make_backend(
+        {"kind": "transformers", "path": str(model.folder), **backend_params},
+        cache_dir=cache_dir,
+    )
+    kinds["planner"] = "llm"
+    prompt = model.prompt_settings
+    planner_params = role_params.setdefault("planner", {})
+    planner_params.setdefault("graph_chars", prompt.get("graph_chars"))
+    if prompt.get("max_tokens"):
+        planner_params.setdefault("max_tokens", int(prompt["max_tokens"]))
+    return backend
 
 
 def run_systems(

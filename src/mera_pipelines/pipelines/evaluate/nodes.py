@@ -12,7 +12,6 @@ import pandas as pd  # noqa: E402
 
 from mera_pipelines.core import evaluation  # noqa: E402
 from mera_pipelines.core.llm import LLMBackend  # noqa: E402
-from mera_pipelines.core.llm.factory import make_backend  # noqa: E402
 from mera_pipelines.core.loop import LoopSettings  # noqa: E402
 from mera_pipelines.core.memory import MemoryIndex  # noqa: E402
 from mera_pipelines.core.records import Question, Turn, from_frame  # noqa: E402
@@ -94,19 +93,9 @@ def _trained_planner(
     """The planner backend for ``evaluation.planner_model``; refuses its training memories."""
     model = resolve_planner(spec, store)
     check_not_trained_on(model, {q.memory_id for q in selected})
-    backend_params = dict(params.get("planner_model_backend") or {})
-    cache_dir = backend_params.pop("cache_dir", None)
-    backend = make_backend(
-        {"kind": "transformers", "path": str(model.folder), **backend_params},
-        cache_dir=cache_dir,
+    return evaluation.use_trained_planner(
+        model, dict(params.get("planner_model_backend") or {}), kinds, role_params
     )
-    kinds["planner"] = "llm"
-    prompt = model.prompt_settings
-    planner_params = role_params.setdefault("planner", {})
-    planner_params.setdefault("graph_chars", prompt.get("graph_chars"))
-    if prompt.get("max_tokens"):
-        planner_params.setdefault("max_tokens", int(prompt["max_tokens"]))
-    return backend
 
 
 def summary_metrics(summary: dict[str, Any]) -> dict[str, Any]:

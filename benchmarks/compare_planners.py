@@ -1,0 +1,211 @@
+"""Planners side by side on the same questions: round-1 and final evidence recall, paired.
+
+The question the train pipeline has to answer: does GRPO make the planner better than it was
+before GRPO (after SFT) and better than the heuristic planner, at the same round budget and k?
+This script runs MERA with each planner over the same questions of a built memory (the project's
+own loop, roles and default loop settings from conf/base/parameters_evaluate.yml; the trained
+planners' prompt settings come from their metadata, as in ``kedro run --pipeline=evaluate``) and
+reports each planner's means and the paired difference of every pair with its standard error.
+
+Per-question results are appended to ``<out>.<planner>.jsonl`` as they finish, so a stopped
+run resumes where it stopped and two planners can run in two processes (one core each):
+
+    # the memory of locomo_dev5 (or any LoCoMo file), built once in a project folder
+    kedro run --pipeline=memory --params="source.path=<locomo_dev5.json>"
+    python benchmarks/compare_planners.py --project . --memories conv-42,conv-43 \\
+        --planner heuristic --planner sft=data/06_models/planner_sft/<version> \\
+        --planner grpo=data/06_models/planner/<version>
+    # or one planner per process, then: --summarise-only with all --planner flags
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+from benchlib import RESULTS, machine
+
+from mera_pipelines.core import evaluation
+from mera_pipelines.core.embedding import load_embedder
+from mera_pipelines.core.loop import LoopSettings, run_mera
+from mera_pipelines.core.memory import MemoryIndex
+from mera_pipelines.core.records import Question, from_frame
+from mera_pipelines.core.training.model_store import check_not_trained_on, read_model_folder
+
+CONF = Path(__file__).resolve().parents[1] / "conf" / "base" / "parameters_evaluate.yml"
+
+
+def latest_version(dataset_folder: Path) -> Path:
+    """The newest version of a versioned Kedro dataset folder (``<name>/<version>/<name>``)."""
+    versions = sorted(p for p in dataset_folder.iterdir() if p.is_dir())
+    if not versions:
+        raise SystemExit(f"No versions in {dataset_folder}: run the memory pipeline first")
+    return versions[-1] / dataset_folder.name
+
+
+def load_questions(project: Path, params: dict[str, Any]) -> list[Question]:
+    frame = pd.read_parquet(latest_version(project / "data" / "03_primary" / "questions.parquet"))
+    return evaluation.select_questions(from_frame(frame, Question), params)
+
+
+def parse_planner(spec: str) -> tuple[str, str | None]:
+    """``heuristic`` or ``name=<model folder>``."""
+    if spec == "heuristic":
+        return "heuristic", None
+    name, sep, folder = spec.partition("=")
+    if not sep or not name or not folder:
+        raise SystemExit(f"--planner {spec!r}: use 'heuristic' or 'name=<model folder>'")
+    return name, folder
+
+
+def build_roles(folder: str | None, questions: list[Question], threads: int):
+    kinds = {"seeder": "heuristic", "planner": "heuristic", "verifier": "heuristic"}
+    role_params: dict[str, dict[str, Any]] = {}
+    backends = evaluation.RoleBackends()
+    if folder is not None:
+        model = read_model_folder(folder)
+        check_not_trained_on(model, {q.memory_id for q in questions})
+        backends.planner = evaluation.use_trained_planner(
+            model, {"torch_threads": threads, "max_new_tokens": 96}, kinds, role_params
+        )
+    return evaluation.build_roles(kinds, backends, role_params)
+
+
+def done_ids(path: Path) -> set[str]:
+    if not path.exists():
+        return set()
+    return {json.loads(line)["question_id"] for line in path.read_text().splitlines() if line}
+
+
+def run_planner(
+    name: str,
+    folder: str | None,
+    questions: list[Question],
+    memory: MemoryIndex,
+    settings: LoopSettings,
+    out: Path,
+    threads: int,
+) -> None:
+    path = out.with_suffix(f".{name}.jsonl")
+    finished = done_ids(path)
+    todo = [q for q in questions if q.question_id not in finished]
+    print(f"[{name}] {len(finished)} done, {len(todo)} to go", flush=True)
+    roles = build_roles(folder, questions, threads)
+    with path.open("a") as sink:
+        for number, question in enumerate(todo, 1):
+            started = time.perf_counter()
+            trajectory = run_mera(question, memory, roles, settings)
+            usage = trajectory.usage.get("planner")
+            record = {
+                "question_id": question.question_id,
+                "round1": trajectory.rounds[0].recall_retrieved,
+                "final": trajectory.rounds[-1].recall_retrieved,
+                "rounds": len(trajectory.rounds),
+                "turns": len(trajectory.viewed_turn_ids),
+                "planner_usage": vars(usage) if usage else None,
+                "seconds": time.perf_counter() - started,
+            }
+            sink.write(json.dumps(record) + "\n")
+            sink.flush()
+            if number % 25 == 0:
+                print(f"[{name}] {number}/{len(todo)}", flush=True)
+
+
+def paired(a: list[float], b: list[float]) -> dict[str, float]:
+    """Mean of a - b and its standard error (paired over the same questions)."""
+    diffs = [x - y for x, y in zip(a, b, strict=True)]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    var = sum((d - mean) ** 2 for d in diffs) / (n - 1) if n > 1 else 0.0
+    return {"mean": mean, "standard_error": math.sqrt(var / n) if n else 0.0}
+
+
+def summarise(names: list[str], questions: list[Question], out: Path) -> dict[str, Any]:
+    rows = {
+        name: {
+            r["question_id"]: r
+            for r in map(json.loads, out.with_suffix(f".{name}.jsonl").read_text().splitlines())
+        }
+        for name in names
+    }
+    # Recall is defined for questions with gold evidence; only those every planner finished.
+    common = [
+        q.question_id
+        for q in questions
+        if all(
+            q.question_id in rows[n] and rows[n][q.question_id]["final"] is not None for n in names
+        )
+    ]
+    result: dict[str, Any] = {"n_questions": len(common), "planners": {}, "paired_final": {}}
+    for name in names:
+        records = [rows[name][qid] for qid in common]
+        result["planners"][name] = {
+            "round1_recall": sum(r["round1"] for r in records) / len(records),
+            "final_recall": sum(r["final"] for r in records) / len(records),
+            "mean_rounds": sum(r["rounds"] for r in records) / len(records),
+            "mean_turns": sum(r["turns"] for r in records) / len(records),
+            "median_seconds_per_question": sorted(r["seconds"] for r in records)[len(records) // 2],
+            "parse_failures": sum(
+                (r["planner_usage"] or {}).get("parse_failures", 0) for r in records
+            ),
+        }
+    for i, first in enumerate(names):
+        for second in names[i + 1 :]:
+            for key in ("final", "round1"):
+                result[f"paired_{key}"] = result.get(f"paired_{key}", {})
+                result[f"paired_{key}"][f"{second}_minus_{first}"] = paired(
+                    [rows[second][q][key] for q in common], [rows[first][q][key] for q in common]
+                )
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--project", default=".", help="a Kedro project with a built memory")
+    parser.add_argument("--planner", action="append", required=True)
+    parser.add_argument("--memories", default=None, help="comma list; default all")
+    parser.add_argument("--categories", default="1,2,3,4")
+    parser.add_argument("--max-questions", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    parser.add_argument("--summarise-only", action="store_true")
+    parser.add_argument("--out", default=str(RESULTS / "compare_planners.json"))
+    args = parser.parse_args()
+
+    project = Path(args.project)
+    params = yaml.safe_load(CONF.read_text())["evaluation"]
+    params.update(
+        memories=args.memories.split(",") if args.memories else None,
+        categories=args.categories.split(",") if args.categories else None,
+        max_questions=args.max_questions,
+    )
+    questions = load_questions(project, params)
+    planners = [parse_planner(spec) for spec in args.planner]
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not args.summarise_only:
+        settings = LoopSettings.from_params(params["loop"])
+        memory = MemoryIndex(
+            str(project / "data" / "05_model_input" / "memory.lancedb"), "facts", load_embedder()
+        )
+        for name, folder in planners:
+            run_planner(name, folder, questions, memory, settings, out, args.threads)
+    result = {
+        "benchmark": "compare_planners",
+        "machine": machine(),
+        "selection": {k: params[k] for k in ("memories", "categories", "max_questions")},
+        "loop": params["loop"],
+        "planner_folders": dict(planners),
+        **summarise([name for name, _ in planners], questions, out),
+    }
+    out.write_text(json.dumps(result, indent=2))
+    print(json.dumps({k: result[k] for k in ("n_questions", "planners", "paired_final")}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""evaluation.use_trained_planner: the trained planner's backend and prompt settings."""
+
+from __future__ import annotations
+
+from mera_pipelines.core.evaluation import use_trained_planner
+from mera_pipelines.core.training.model_store import PlannerModel
+
+
+def model_folder(tmp_path):
+    # The backend checks the folder exists and loads the weights lazily, on the first call.
+    (tmp_path / "config.json").write_text("{}")
+    return tmp_path
+
+
+def test_switches_the_planner_to_the_model_with_its_training_prompt(tmp_path):
+    model = PlannerModel(model_folder(tmp_path), {"prompt": {"graph_chars": 321, "max_tokens": 64}})
+    kinds = {"planner": "heuristic", "verifier": "heuristic"}
+    role_params: dict = {}
+
+    backend = use_trained_planner(
+        model, {"torch_threads": 1, "max_new_tokens": 80}, kinds, role_params
+    )
+
+    assert kinds == {"planner": "llm", "verifier": "heuristic"}
+    assert role_params == {"planner": {"graph_chars": 321, "max_tokens": 64}}
+    assert backend.path == tmp_path
+    assert backend.torch_threads == 1
+
+
+def test_explicit_role_params_win_over_the_metadata(tmp_path):
+    model = PlannerModel(model_folder(tmp_path), {"prompt": {"graph_chars": 321}})
+    role_params = {"planner": {"graph_chars": 900}}
+
+    use_trained_planner(model, {"cache_dir": str(tmp_path / "cache")}, {}, role_params)
+
+    assert role_params == {"planner": {"graph_chars": 900}}
