@@ -186,6 +186,7 @@ def bench_size(
     n_queries: int,
     ann_configs: list[dict],
     num_partitions: int | None = None,
+    index_types: list[str] | None = None,
 ) -> dict:
     vectors, turn_of_fact = synthetic_vectors(n_facts)
     frame = fact_frame(turn_of_fact)
@@ -218,22 +219,25 @@ def bench_size(
         )
         truth = exact_truth(ground, queries)
         del ground
-        build = AnnSettings(index="auto", num_partitions=num_partitions)
-        builder = MemoryIndex(tmp, "facts", embedder, ann=build)
-        kind, seconds = timed(builder.build_ann_index)
-        out["ann_index"] = {"type": kind, "build_seconds": seconds}
-        out["ann"] = []
-        for config in ann_configs:
-            settings = AnnSettings(index="auto", min_rows=1, **config)
-            ann = MemoryIndex(tmp, "facts", embedder, ann=settings)
-            ann.search_vectors(queries[:1], MEMORY_ID)
-            out["ann"].append(
-                {
-                    **config,
-                    **measure_latencies(ann, queries),
-                    "recall_at_8": recall_at_8(truth, ann, queries),
-                }
-            )
+        out["ann_index"], out["ann"] = {}, []
+        for index_type in index_types or [AnnSettings().auto_type]:
+            build = AnnSettings(index=index_type, num_partitions=num_partitions)
+            builder = MemoryIndex(tmp, "facts", embedder, ann=build)
+            kind, seconds = timed(builder.build_ann_index)
+            out["ann_index"][kind] = {"build_seconds": seconds}
+            for config in ann_configs:
+                settings = AnnSettings(index=kind, min_rows=1, **config)
+                ann = MemoryIndex(tmp, "facts", embedder, ann=settings)
+                ann.search_vectors(queries[:1], MEMORY_ID)
+                out["ann"].append(
+                    {
+                        "index_type": kind,
+                        **config,
+                        **measure_latencies(ann, queries),
+                        "recall_at_8": recall_at_8(truth, ann, queries),
+                    }
+                )
+        # The last index built stays: with several types, put the default's type last.
         # What the project's defaults do at this size (conf: memory.ann_index).
         default = MemoryIndex(tmp, "facts", embedder, ann=AnnSettings())
         default.search_vectors(queries[:1], MEMORY_ID)
@@ -275,6 +279,7 @@ def choose_config(configs: list[dict], min_recall: float = 0.95) -> dict | None:
         return None
     best = min(good, key=lambda c: c["per_intent"]["p50_ms"])
     return {
+        "index_type": best["index_type"],
         "nprobes": best["nprobes"],
         "refine_factor": best["refine_factor"],
         "p50_ms": best["per_intent"]["p50_ms"],
@@ -290,8 +295,15 @@ def main() -> None:
     parser.add_argument(
         "--probes", default="16:4,32:8,64:10", help="ANN settings to try, nprobes:refine_factor"
     )
+    parser.add_argument(
+        "--index-types",
+        default=None,
+        help="comma list of ANN index types to build in turn (default: memory.ann_index's auto "
+        "type); the last one stays for the default-settings row",
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    index_types = args.index_types.split(",") if args.index_types else None
     configs = [
         {"nprobes": int(n), "refine_factor": int(r)}
         for n, r in (pair.split(":") for pair in args.probes.split(","))
@@ -307,7 +319,7 @@ def main() -> None:
     }
     for label in args.sizes.split(","):
         result["sizes"][label] = bench_size(
-            label, SIZES[label], args.queries, configs, args.num_partitions
+            label, SIZES[label], args.queries, configs, args.num_partitions, index_types
         )
         result["peak_rss_mb_after_" + label] = peak_rss_mb()
     print("wrote", write_result("retrieval", result, args.out))
