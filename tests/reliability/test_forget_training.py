@@ -145,6 +145,12 @@ def test_check_refuses_a_target_nothing_holds():
     gone = turns.iloc[0:0]
     target = check(gone, training_tables(), *stores, {"memory_id": "m", "turn_id": "t3"})
     assert target == ForgetTarget("m", "t3")
+    # rollouts of states no table holds go with any turn of their memory: no proof of a turn
+    orphans = {"rollouts": training_tables()["rollouts"]}
+    assert forget_training_rows(orphans, ForgetTarget("m", "t9"))[1] == {"rollouts_removed": 8}
+    with pytest.raises(ConfigError, match="memory 'm' has no turn 't9'"):
+        check(gone, orphans, *stores, {"memory_id": "m", "turn_id": "t9"})
+    assert check(gone, orphans, *stores, {"memory_id": "m"}) == ForgetTarget("m")
     with pytest.raises(ConfigError, match="forget.planners"):
         check(turns, {}, *stores, {"memory_id": "m", "planners": "keep"})
     with pytest.raises(ConfigError, match="forget.memory_id"):

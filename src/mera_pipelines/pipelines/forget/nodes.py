@@ -29,7 +29,7 @@ from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.llm.cache import ResponseCache
 from mera_pipelines.core.memory import MemoryIndex
 from mera_pipelines.core.training.model_store import PlannerModel, PlannerModelStore
-from mera_pipelines.pipelines.forget.training_rows import drop_masks
+from mera_pipelines.pipelines.forget.training_rows import drop_masks, holds_target
 
 logger = logging.getLogger(__name__)
 
@@ -83,9 +83,7 @@ def check_forget_target(
     in_memory = turns["memory_id"] == memory_id
     if turn_id is not None:
         in_memory &= turns["turn_id"] == turn_id
-    found = bool(in_memory.any()) or any(
-        mask.any() for mask in drop_masks(training_tables, memory_id, turn_id).values()
-    )
+    found = bool(in_memory.any()) or holds_target(training_tables, memory_id, turn_id)
     if not found and target.planners == "delete":
         found = bool(planners_trained_on(memory_id, sft_planners, trained_planners))
     if found:

@@ -71,6 +71,17 @@ def drop_masks(
     return masks
 
 
+def holds_target(tables: dict[str, pd.DataFrame], memory_id: str, turn_id: str | None) -> bool:
+    """Whether some row is known to hold the memory (or the turn). A rollout whose state is in
+    no state table is dropped for any turn of its memory, unchecked: it proves no turn exists."""
+    masks = drop_masks(tables, memory_id, turn_id)
+    return any(
+        mask.any()
+        for name, mask in masks.items()
+        if turn_id is None or _kind(name, tables[name]) != "rollout"
+    )
+
+
 def _kind(name: str, frame: pd.DataFrame) -> str:
     columns = set(frame.columns)
     if {"state_id", "memory_id"} <= columns:
