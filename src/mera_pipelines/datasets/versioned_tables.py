@@ -44,10 +44,6 @@ class VersionedTablesDataset(AbstractDataset[dict[str, pd.DataFrame], dict[str, 
         self._paths = {name: str(path) for name, path in tables.items()}
         self.metadata = metadata
 
-    @property
-    def table_names(self) -> list[str]:
-        return list(self._tables)
-
     def load(self) -> dict[str, pd.DataFrame]:
         return {name: table.load() for name, table in self._tables.items() if table.exists()}
 
