@@ -12,7 +12,7 @@ import pytest
 
 from mera_pipelines.core.embedding import PACKAGED_MINILM, load_embedder
 from mera_pipelines.core.memory import MemoryIndex, SearchSettings
-from mera_pipelines.pipelines.forget.nodes import forget_rows
+from mera_pipelines.pipelines.forget.nodes import forget_target
 from tests.support.llm_project import latest_table, make_llm_project
 from tests.support.openai_stub import StubServer
 from tests.support.project import kedro_cli
@@ -104,11 +104,11 @@ def test_forget_a_turn_then_the_memory(built):
 def test_forget_needs_a_known_memory(built):
     result = kedro_cli(built, "run", "--pipeline=forget", "--params=forget.memory_id=nope")
     assert result.returncode != 0
-    assert "no turn has memory_id 'nope'" in result.stderr
+    assert "no turn, training table or planner to delete has memory_id 'nope'" in result.stderr
 
 
-def test_forget_rows_without_memory_id_is_a_config_error():
+def test_forget_without_memory_id_is_a_config_error():
     from mera_pipelines.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="forget.memory_id"):
-        forget_rows(None, None, None, None, {"memory_id": None})
+        forget_target({"memory_id": None})

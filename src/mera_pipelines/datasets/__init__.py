@@ -1,6 +1,6 @@
 """Kedro datasets the catalog needs: a benchmark source file, the LanceDB memory, LLM backends
-and their response cache, LoCoMo observations and trained planner models. Atomic file datasets
-(temp file + rename) are in ``mera_pipelines.datasets.atomic``."""
+and their response cache, LoCoMo observations, trained planner models and groups of versioned
+tables. Atomic file datasets (temp file + rename) are in ``mera_pipelines.datasets.atomic``."""
 
 from mera_pipelines.datasets.lancedb_memory import LanceDBMemoryDataset
 from mera_pipelines.datasets.llm_backend import LLMBackendDataset
@@ -8,6 +8,7 @@ from mera_pipelines.datasets.llm_cache import LLMResponseCacheDataset
 from mera_pipelines.datasets.observations import LoCoMoObservationsDataset
 from mera_pipelines.datasets.planner_model import PlannerModelDataset
 from mera_pipelines.datasets.source import BenchmarkSourceDataset
+from mera_pipelines.datasets.versioned_tables import VersionedTablesDataset
 
 __all__ = [
     "BenchmarkSourceDataset",
@@ -16,4 +17,5 @@ __all__ = [
     "LanceDBMemoryDataset",
     "LoCoMoObservationsDataset",
     "PlannerModelDataset",
+    "VersionedTablesDataset",
 ]

@@ -70,3 +70,34 @@ def test_refuses_to_score_on_training_memories(tmp_path):
     check_not_trained_on(model, {"conv-42", "conv-43"})
     with pytest.raises(ConfigError, match=r"trained on memories \['conv-30'\]"):
         check_not_trained_on(model, {"conv-30", "conv-42"})
+
+
+def test_trained_on_lists_the_versions_whose_weights_saw_the_memory(tmp_path):
+    store = PlannerModelStore(tmp_path / "planner")
+    sft = store.save(PlannerModel(model_folder(tmp_path, "a"), {"train_memory_ids": ["m1", "m2"], "stage": "sft"}))  # fmt: skip
+    store.save(PlannerModel(model_folder(tmp_path, "b"), {"train_memory_ids": ["m2"]}))
+    # SFT switched off: the base weights copied with the split in the metadata
+    store.save(PlannerModel(model_folder(tmp_path, "c"), {"train_memory_ids": ["m1"], "stage": "base"}))  # fmt: skip
+    assert [m.version for m in store.trained_on("m1")] == [sft.version]
+    assert len(store.trained_on("m2")) == 2
+    assert store.trained_on("m3") == []
+    assert PlannerModelStore(tmp_path / "never").trained_on("m1") == []
+
+
+def test_delete_removes_the_version_folder_and_leaves_no_loadable_model(tmp_path):
+    store = PlannerModelStore(tmp_path / "planner")
+    kept = store.save(PlannerModel(model_folder(tmp_path, "a"), {"n": 1}))
+    doomed = store.save(PlannerModel(model_folder(tmp_path, "b"), {"n": 2}))
+    # a delete killed after its rename: only a hidden folder, swept by the next delete
+    leftover = store.root / f".{kept.version}.deleting-0000"
+    leftover.mkdir()
+    (leftover / "config.json").write_text("{}")
+    assert store.delete(doomed.version) == doomed.folder
+    assert not doomed.folder.exists() and not leftover.exists()
+    assert store.versions() == [kept.version]
+    assert store.get("latest").metadata["n"] == 1
+    assert [p.name for p in store.root.iterdir()] == [kept.version]
+    with pytest.raises(ConfigError, match="neither 'latest'"):
+        resolve_planner(str(doomed.folder), store)  # gone from its path too
+    with pytest.raises(ConfigError, match=f"No planner version '{doomed.version}'"):
+        store.delete(doomed.version)

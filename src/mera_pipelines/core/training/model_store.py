@@ -103,6 +103,36 @@ class PlannerModelStore:
                 shutil.rmtree(staging, ignore_errors=True)
         return PlannerModel(self.root / version, metadata, version)
 
+    def trained_on(self, memory_id: str) -> list[PlannerModel]:
+        """The versions whose weights were trained on the memory. A ``base``-stage version (SFT
+        switched off: the base weights copied, metadata listing the split) never saw it."""
+        models = [self.get(version) for version in self.versions()]
+        return [
+            model
+            for model in models
+            if memory_id in model.train_memory_ids and model.metadata.get("stage") != "base"
+        ]
+
+    def delete(self, version: str) -> Path:
+        """Delete a version folder; returns the path it had.
+
+        First renamed to a hidden ``.<version>.deleting-*`` name (one atomic step), so from
+        then on it is neither a version of the store nor at the path a user may have given as
+        ``evaluation.planner_model`` (``read_model_folder`` accepts any folder with a config,
+        metadata or not, so deleting the metadata file first would leave a loadable model
+        without its training memories). Then the metadata file, then the rest. A delete killed
+        midway leaves only a hidden folder, which the next ``delete`` sweeps away."""
+        if version not in self.versions():
+            raise ConfigError(f"No planner version '{version}' in '{self.root}'")
+        folder = self.root / version
+        doomed = self.root / f".{version}.deleting-{uuid.uuid4().hex[:8]}"
+        os.replace(folder, doomed)
+        (doomed / METADATA_FILE).unlink(missing_ok=True)
+        shutil.rmtree(doomed)
+        for leftover in self.root.glob(".*.deleting-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+        return folder
+
 
 def resolve_planner(spec: str, store: PlannerModelStore) -> PlannerModel:
     """``latest`` or a version of ``store``, or the path of any model folder."""

@@ -9,11 +9,18 @@
 - the derived tables (conversations, turns, questions, facts): their latest versions without
   the memory's rows (or the turn's rows; the turn leaves questions' gold evidence), saved as
   new versions. Older versions are kept, as versioning promises; delete their folders to
-  forget those too (see docs/reliability.md).
+  forget those too (see docs/reliability.md);
+- the train pipeline's tables (``forget_training_tables``: synthetic questions, planner
+  states, training states, rollouts) that exist: new versions without the rows that hold the
+  memory or the turn (``training_rows``);
+- trained planners: a model cannot be un-trained, so the versions trained on the memory are
+  reported, and with ``forget.planners=delete`` their folders are deleted.
 """
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -21,6 +28,21 @@ import pandas as pd
 from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.llm.cache import ResponseCache
 from mera_pipelines.core.memory import MemoryIndex
+from mera_pipelines.core.training.model_store import PlannerModel, PlannerModelStore
+from mera_pipelines.pipelines.forget.training_rows import drop_masks, holds_target
+
+logger = logging.getLogger(__name__)
+
+PLANNER_MODES = ("report", "delete")
+
+
+@dataclass(frozen=True)
+class ForgetTarget:
+    """What to forget, checked against the data (``check_forget_target``)."""
+
+    memory_id: str
+    turn_id: str | None = None
+    planners: str = "report"  # trained planners: "report" them, or "delete" their folders
 
 
 def forget_target(params: dict[str, Any]) -> tuple[str, str | None]:
@@ -36,19 +58,59 @@ def forget_target(params: dict[str, Any]) -> tuple[str, str | None]:
     return memory_id, turn_id
 
 
+def planners_mode(params: dict[str, Any]) -> str:
+    mode = params.get("planners", "report")
+    if mode not in PLANNER_MODES:
+        raise ConfigError(
+            f"Parameter 'forget.planners' must be one of {list(PLANNER_MODES)}, got {mode!r}"
+        )
+    return mode
+
+
+def check_forget_target(
+    turns: pd.DataFrame,
+    training_tables: dict[str, pd.DataFrame],
+    sft_planners: PlannerModelStore,
+    trained_planners: PlannerModelStore,
+    params: dict[str, Any],
+) -> ForgetTarget:
+    """The target, once something holds it: the turns table, a training table, or (when they
+    are to be deleted) a planner trained on the memory. A rerun after a report-only forget, to
+    delete the planners, finds only those. A target found nowhere is a typo: nothing is touched
+    (a turn's forget would still drop the whole memory's cached replies)."""
+    memory_id, turn_id = forget_target(params)
+    target = ForgetTarget(memory_id, turn_id, planners_mode(params))
+    in_memory = turns["memory_id"] == memory_id
+    if turn_id is not None:
+        in_memory &= turns["turn_id"] == turn_id
+    found = bool(in_memory.any()) or holds_target(training_tables, memory_id, turn_id)
+    if not found and target.planners == "delete":
+        found = bool(planners_trained_on(memory_id, sft_planners, trained_planners))
+    if found:
+        return target
+    if turn_id is None:
+        raise ConfigError(
+            f"Parameter 'forget.memory_id': no turn, training table or planner to delete "
+            f"has memory_id {memory_id!r}"
+        )
+    raise ConfigError(
+        f"Parameter 'forget.turn_id': memory {memory_id!r} has no turn {turn_id!r} "
+        "(in the turns or training tables)"
+    )
+
+
 def forget_rows(
     conversations: pd.DataFrame,
     turns: pd.DataFrame,
     questions: pd.DataFrame,
     facts: pd.DataFrame,
-    params: dict[str, Any],
+    target: ForgetTarget,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, int]]:
-    """The tables without the memory (or the turn); counts of the rows removed."""
-    memory_id, turn_id = forget_target(params)
+    """The tables without the memory (or the turn); counts of the rows removed. A target
+    already gone from them (a rerun) removes nothing."""
+    memory_id, turn_id = target.memory_id, target.turn_id
     before = (conversations, turns, questions, facts)
     in_memory = turns["memory_id"] == memory_id
-    if not in_memory.any():
-        raise ConfigError(f"Parameter 'forget.memory_id': no turn has memory_id {memory_id!r}")
     if turn_id is None:
         kept = (
             conversations[conversations["memory_id"] != memory_id],
@@ -59,13 +121,10 @@ def forget_rows(
         edited_questions = 0
     else:
         the_turn = in_memory & (turns["turn_id"] == turn_id)
-        if not the_turn.any():
-            raise ConfigError(
-                f"Parameter 'forget.turn_id': memory {memory_id!r} has no turn {turn_id!r}"
-            )
         questions, edited_questions = _without_evidence(questions, memory_id, turn_id)
         conversations = conversations.copy()
-        conversations.loc[conversations["memory_id"] == memory_id, "n_turns"] -= 1
+        if the_turn.any():
+            conversations.loc[conversations["memory_id"] == memory_id, "n_turns"] -= 1
         kept = (
             conversations,
             turns[~the_turn],
@@ -99,16 +158,60 @@ def _without_evidence(
     return questions, edited
 
 
+def forget_training_rows(
+    tables: dict[str, pd.DataFrame], target: ForgetTarget
+) -> tuple[dict[str, pd.DataFrame], dict[str, int]]:
+    """The train pipeline's tables that held the memory (or the turn), without those rows,
+    and ``<table>_removed`` for every table that exists. Only changed tables are returned, so
+    only they get a new version; a table never written has no count."""
+    masks = drop_masks(tables, target.memory_id, target.turn_id)
+    counts = {f"{name}_removed": int(masks[name].sum()) for name in tables}
+    kept = {
+        name: frame[~masks[name]].reset_index(drop=True)
+        for name, frame in tables.items()
+        if masks[name].any()
+    }
+    return kept, counts
+
+
+def planners_trained_on(memory_id: str, *stores: PlannerModelStore) -> list[PlannerModel]:
+    return [model for store in stores for model in store.trained_on(memory_id)]
+
+
+def forget_planners(
+    sft_planners: PlannerModelStore, trained_planners: PlannerModelStore, target: ForgetTarget
+) -> dict[str, Any]:
+    """The planner versions trained on the memory (a turn's too: the metadata names memories,
+    not turns); with ``forget.planners=delete`` their folders are deleted."""
+    found = [
+        (store, model)
+        for store in (sft_planners, trained_planners)
+        for model in store.trained_on(target.memory_id)
+    ]
+    folders = [str(model.folder) for _, model in found]
+    deleted: list[str] = []
+    if target.planners == "delete":
+        deleted = [str(store.delete(model.version)) for store, model in found]
+    elif folders:
+        logger.warning(
+            "Planners trained on memory %r are kept (forget.planners=report): %s. A model "
+            "cannot be un-trained; delete them with forget.planners=delete, or retrain "
+            "without the memory.",
+            target.memory_id,
+            folders,
+        )
+    return {"planners_trained_on_memory": folders, "planners_deleted": deleted}
+
+
 def forget_in_index_and_cache(
-    memory_index: MemoryIndex, llm_cache: ResponseCache, params: dict[str, Any]
+    memory_index: MemoryIndex, llm_cache: ResponseCache, target: ForgetTarget
 ) -> dict[str, int]:
     """Purge the facts from the LanceDB table and the memory's replies from the LLM cache."""
-    memory_id, turn_id = forget_target(params)
-    removed = memory_index.purge(memory_id, turn_id)
+    removed = memory_index.purge(target.memory_id, target.turn_id)
     report = {
         "index_rows_removed": removed,
         "index_versions_kept": memory_index.version_count(),
-        "cached_replies_removed": llm_cache.delete_tag(memory_id),
+        "cached_replies_removed": llm_cache.delete_tag(target.memory_id),
     }
     memory_index.close()
     llm_cache.close()
@@ -116,12 +219,18 @@ def forget_in_index_and_cache(
 
 
 def forget_report(
-    table_counts: dict[str, int], index_counts: dict[str, int], params: dict[str, Any]
+    target: ForgetTarget, *counts: dict[str, Any]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    memory_id, turn_id = forget_target(params)
-    report = {"memory_id": memory_id, "turn_id": turn_id, **table_counts, **index_counts}
+    """The report, and one MLflow metric per count (the length of a list of folders)."""
+    merged = {key: value for part in counts for key, value in part.items()}
+    report = {
+        "memory_id": target.memory_id,
+        "turn_id": target.turn_id,
+        "planners": target.planners,
+        **merged,
+    }
     metrics = {
-        key: {"value": float(value), "step": 0}
-        for key, value in {**table_counts, **index_counts}.items()
+        key: {"value": float(len(value) if isinstance(value, list) else value), "step": 0}
+        for key, value in merged.items()
     }
     return report, metrics
