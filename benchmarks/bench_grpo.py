@@ -4,8 +4,10 @@ trl's ``GRPOTrainer`` with ``GRPOConfig(use_cpu=True, bf16=False, num_generation
 report_to="none")``, one prompt (4 completions) per step, on planner-style prompts with a
 cheap reward (well-formed JSON intents), so the step time is generation + scoring + backward.
 Torch threads are set explicitly (on a shared 2-core machine, the default stalls). The first
-step (warm-up) is excluded from the median. Baseline in the same run: generating the 4
-completions alone with ``model.generate`` (the step's unavoidable part).
+step (warm-up) is excluded from the median. Baselines in the same run: generating the 4
+completions alone with ``model.generate`` (the step's unavoidable part), and for SmolLM2 the
+same steps with trl's default activation recomputation (``gradient_checkpointing``), which the
+project turns off on CPU.
 
 Importable: ``run(include_smollm2=False)`` skips SmolLM2 when time is short (``--skip-smollm2``).
 
@@ -53,7 +55,13 @@ def smollm2_model() -> str:
     return str(ensure_smollm2(SMOLLM2_DIR))
 
 
-def step_times(model_dir: str, steps: int, threads: int, completion_tokens: int) -> dict:
+def step_times(
+    model_dir: str,
+    steps: int,
+    threads: int,
+    completion_tokens: int,
+    gradient_checkpointing: bool = False,
+) -> dict:
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
@@ -91,6 +99,8 @@ def step_times(model_dir: str, steps: int, threads: int, completion_tokens: int)
             report_to="none",
             dataloader_num_workers=0,
             seed=0,
+            # the project's CPU setting (training.grpo.gradient_checkpointing: false)
+            gradient_checkpointing=gradient_checkpointing,
         )
         trainer = GRPOTrainer(
             model=model_dir,
@@ -125,6 +135,7 @@ def step_times(model_dir: str, steps: int, threads: int, completion_tokens: int)
         "model_dir": model_dir,
         "parameters": sum(p.numel() for p in model.parameters()),
         "torch_threads": threads,
+        "gradient_checkpointing": gradient_checkpointing,
         "completion_tokens": completion_tokens,
         "steps_measured": len(measured),
         "step_seconds_median": step,
@@ -142,8 +153,18 @@ def run(include_smollm2: bool = True, steps: int = 3, completion_tokens: int = 2
         result["tiny_qwen3"] = step_times(tiny, steps, 1, completion_tokens)
         print(f"[grpo] tiny: {result['tiny_qwen3']['step_seconds_median']:.2f} s/step", flush=True)
     if include_smollm2:
-        result["smollm2_135m"] = step_times(smollm2_model(), steps, 2, completion_tokens)
-        print(f"[grpo] smollm2: {result['smollm2_135m']['step_seconds_median']:.1f} s/step")
+        smollm2 = smollm2_model()
+        result["smollm2_135m"] = step_times(smollm2, steps, 2, completion_tokens)
+        # Baseline: trl's default, activation recomputation on (saves GPU memory, costs time)
+        recompute = step_times(smollm2, steps, 2, completion_tokens, gradient_checkpointing=True)
+        result["smollm2_135m_trl_default_recompute"] = recompute
+        result["smollm2_135m"]["ratio_step_vs_recompute"] = ratio(
+            result["smollm2_135m"]["step_seconds_median"], recompute["step_seconds_median"]
+        )
+        print(
+            f"[grpo] smollm2: {result['smollm2_135m']['step_seconds_median']:.1f} s/step "
+            f"({recompute['step_seconds_median']:.1f} with activation recomputation)"
+        )
     else:
         result["smollm2_135m"] = None
         result["note"] = "SmolLM2 skipped (--skip-smollm2)"

@@ -31,3 +31,12 @@ def test_grpo_gpu_env_names_real_grpo_config_fields():
     assert not unknown
     assert settings.use_vllm is True and settings.use_cpu is False
     assert settings.num_generations >= 2
+    assert settings.gradient_checkpointing is True  # GPU memory; off on CPU by default
+
+
+def test_trl_extra_cannot_shadow_a_grpo_setting():
+    from mera_pipelines.core.errors import ConfigError
+    from mera_pipelines.core.training.trainers import GRPOSettings
+
+    with pytest.raises(ConfigError, match="gradient_checkpointing"):
+        GRPOSettings.from_params({"trl_extra": {"gradient_checkpointing": True}})

@@ -95,3 +95,12 @@ def test_sampler_returns_n_completions(tiny_model):
     sampler = PlannerSampler(tiny_model, max_new_tokens=5, threads=1)
     samples = sampler.sample(PROMPT, 3)
     assert len(samples) == 3 and all(isinstance(s, str) for s in samples)
+
+
+def test_activation_recomputation_is_a_setting_off_by_default(tmp_path):
+    # trl defaults it to on; on CPU it only costs a second forward pass per step
+    from mera_pipelines.core.training.trainers import _common_arguments
+
+    assert _common_arguments(SFTSettings(), tmp_path)["gradient_checkpointing"] is False
+    on = GRPOSettings(gradient_checkpointing=True)
+    assert _common_arguments(on, tmp_path)["gradient_checkpointing"] is True

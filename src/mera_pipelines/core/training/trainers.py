@@ -35,6 +35,9 @@ class SFTSettings:
     seed: int = 0
     use_cpu: bool = True  # false on GPUs (conf/paper)
     bf16: bool = False
+    # trl turns activation recomputation on by default to save GPU memory; on a CPU with RAM
+    # to spare it only costs a second forward pass per step (benchmarks/bench_grpo.py)
+    gradient_checkpointing: bool = False
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None) -> SFTSettings:
@@ -54,10 +57,11 @@ class GRPOSettings:
     seed: int = 0
     use_cpu: bool = True  # false on GPUs (conf/paper)
     bf16: bool = False
+    gradient_checkpointing: bool = False  # as for SFT; true on GPUs short of memory
     use_vllm: bool = False  # trl's vLLM generation (GPU only)
     vllm_mode: str = "colocate"  # or "server" (`trl vllm-serve`)
-    # any further GRPOConfig fields, passed through (e.g. gradient_checkpointing,
-    # vllm_server_base_url); conf/grpo_gpu sets them for GPUs
+    # any further GRPOConfig fields, passed through (e.g. vllm_server_base_url);
+    # conf/grpo_gpu sets them for GPUs
     trl_extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -65,6 +69,12 @@ class GRPOSettings:
         settings = settings_from_params(cls, params, "training.grpo")
         if settings.num_generations < 2:
             raise ConfigError("training.grpo.num_generations must be >= 2 (group advantages)")
+        own = sorted(set(settings.trl_extra) & set(cls.__dataclass_fields__))
+        if own:
+            raise ConfigError(
+                f"training.grpo.trl_extra sets {own}, which are settings of training.grpo "
+                "itself: set them there"
+            )
         return settings
 
 
@@ -137,6 +147,7 @@ def _common_arguments(settings: SFTSettings | GRPOSettings, output: Path) -> dic
         "report_to": "none",
         "use_cpu": settings.use_cpu,
         "bf16": settings.bf16,
+        "gradient_checkpointing": settings.gradient_checkpointing,
         "seed": settings.seed,
         "dataloader_num_workers": 0,
     }
