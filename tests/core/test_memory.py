@@ -138,3 +138,19 @@ def test_merge_keeps_best_score():
     b = TurnCandidate("m", "T1", "s", None, ["f"], 0.9, ["f"], [1])
     [merged] = merge_candidates([[a], [b]])
     assert merged.score == 0.9 and merged.query_indices == [0, 1]
+
+
+def test_a_memory_that_is_the_whole_table_is_searched_without_the_memory_prefilter(tmp_path):
+    # LanceDB path (no in-process copy): the memory_id clause would only build an allow-list
+    # of every row; it is dropped when the memory is the table, kept once another one joins.
+    memory = MemoryIndex(str(tmp_path / "db"), "facts", HashingEmbedder(), exact_cache_rows=0)
+    memory.upsert_facts(fact_rows("m1", TURNS))
+    assert memory._where("m1", []) is None
+    assert memory._where("m1", ["D1:1"]) == "turn_id NOT IN ('D1:1')"
+    alone = memory.search(["Maya dog"], "m1", SearchSettings(k=10), exclude_turn_ids=["D1:1"])
+
+    memory.upsert_facts(fact_rows("m2", {"X1:1": ["Maya dog"]}))
+    assert memory._where("m1", []) == "memory_id = 'm1'"
+    shared = memory.search(["Maya dog"], "m1", SearchSettings(k=10), exclude_turn_ids=["D1:1"])
+    assert [c.turn_id for c in shared] == [c.turn_id for c in alone]
+    assert "D1:1" not in {c.turn_id for c in alone} and len(alone) == len(TURNS) - 1

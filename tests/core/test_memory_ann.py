@@ -52,7 +52,7 @@ def build(tmp_path, ann: AnnSettings) -> MemoryIndex:
 def test_auto_builds_the_index_once_the_table_reaches_min_rows(tmp_path):
     memory = build(tmp_path, AnnSettings(index="auto", min_rows=N_TURNS))
     assert memory.has_ann_index
-    assert memory.describe()["ann_index"] == "IVF_PQ"
+    assert memory.describe()["ann_index"] == "IVF_SQ"
     reopened = MemoryIndex(memory.uri, "facts", memory.embedder)
     assert reopened.has_ann_index  # the index is part of the table, not of the handle
 
@@ -105,7 +105,7 @@ def test_build_on_demand_and_search_by_vectors(tmp_path):
 
 def test_settings_from_params():
     assert AnnSettings.from_params("none").index_type is None
-    assert AnnSettings.from_params({"index": "auto"}).index_type == "IVF_PQ"
+    assert AnnSettings.from_params({"index": "auto"}).index_type == "IVF_SQ"
     assert AnnSettings.from_params({"index": "ivf_hnsw_sq"}).index_type == "IVF_HNSW_SQ"
     with pytest.raises(ConfigError, match="ann_index"):
         AnnSettings.from_params({"index": "faiss"})
