@@ -127,6 +127,9 @@ def paired(a: list[float], b: list[float]) -> dict[str, float]:
 
 
 def summarise(names: list[str], questions: list[Question], out: Path) -> dict[str, Any]:
+    missing = [n for n in names if not out.with_suffix(f".{n}.jsonl").exists()]
+    if missing:
+        raise SystemExit(f"No results for {missing} next to {out}: run those planners first")
     rows = {
         name: {
             r["question_id"]: r
@@ -142,6 +145,8 @@ def summarise(names: list[str], questions: list[Question], out: Path) -> dict[st
             q.question_id in rows[n] and rows[n][q.question_id]["final"] is not None for n in names
         )
     ]
+    if not common:
+        raise SystemExit("No question has results from every planner yet")
     result: dict[str, Any] = {"n_questions": len(common), "planners": {}, "paired_final": {}}
     for name in names:
         records = [rows[name][qid] for qid in common]
