@@ -6,6 +6,8 @@ the facts extracted from them have realistic lengths. Baselines measured in the 
 - heuristic extraction vs a bare regex sentence split of every turn;
 - batched embedding + indexing (model loaded once) vs embedding one fact at a time;
 - a few batch sizes and torch thread counts, to pick the configured batch size;
+- the resolved `embedding.dtype` (bfloat16 on CPUs with AMX / AVX512-BF16) vs float32: speed,
+  cosine to the float32 vectors and agreement of the 8 nearest neighbours;
 - query embedding: one intent alone vs three intents of a round in one batch.
 
     python benchmarks/bench_indexing.py --facts 3000
@@ -20,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 from benchlib import latency_summary, machine, ratio, repeat, timed, write_result
 from synth_longmemeval import generate
@@ -91,7 +94,12 @@ def bench_embedding(facts: list[Fact], one_at_a_time_sample: int) -> dict:
         search_text(t, k, p)
         for t, k, p in zip(frame["text"], frame["keywords"], frame["topics"], strict=True)
     ]
-    out: dict = {"embedder": PACKAGED_MINILM, "load_seconds": load_seconds, "facts": len(facts)}
+    out: dict = {
+        "embedder": PACKAGED_MINILM,
+        "dtype": embedder.dtype,
+        "load_seconds": load_seconds,
+        "facts": len(facts),
+    }
     with tempfile.TemporaryDirectory() as tmp:
         index = MemoryIndex(str(Path(tmp) / "db"), "facts", embedder)
         cpu_started = time.process_time()
@@ -126,6 +134,7 @@ def bench_embedding(facts: list[Fact], one_at_a_time_sample: int) -> dict:
     torch.set_num_threads(threads_before)
     embedder.batch_size = out["batched"]["batch_size"]
     out["embedding_sweep"] = sweep
+    out["dtype_comparison"] = compare_dtypes(embedder, sample)
     # Query embedding: what a round's intents cost before any search.
     one = repeat(lambda: embedder.embed([texts[0]]), 30)
     three = repeat(lambda: embedder.embed(texts[:3]), 30)
@@ -134,6 +143,33 @@ def bench_embedding(facts: list[Fact], one_at_a_time_sample: int) -> dict:
         "three_queries_batched": latency_summary(three),
     }
     return out
+
+
+def compare_dtypes(embedder, sample: list[str]) -> dict:
+    """The configured precision against float32 on the same texts, same batch size."""
+    exact = load_embedder(PACKAGED_MINILM, dtype="float32")
+    rows = {}
+    for model in {embedder.dtype: embedder, "float32": exact}.values():
+        vectors, seconds = timed(model.embed, sample)
+        rows[model.dtype] = {"texts_per_s": len(sample) / seconds, "vectors": vectors}
+    reference = rows["float32"]["vectors"]
+    for row in rows.values():
+        vectors = row.pop("vectors")
+        row["min_cosine_to_float32"] = float((vectors * reference).sum(axis=1).min())
+        row["neighbour_overlap_at_8"] = neighbour_overlap(vectors, reference, k=8)
+        row["ratio_vs_float32"] = ratio(row["texts_per_s"], rows["float32"]["texts_per_s"])
+    return rows
+
+
+def neighbour_overlap(vectors: np.ndarray, reference: np.ndarray, k: int) -> float:
+    """Mean share of each text's k nearest neighbours (itself excluded) found by both."""
+    queries = min(len(vectors), 300)
+
+    def top(v: np.ndarray) -> np.ndarray:
+        return np.argsort(-(v[:queries] @ v.T), axis=1)[:, 1 : k + 1]
+
+    pairs = zip(top(vectors), top(reference), strict=True)
+    return float(np.mean([len(set(a) & set(b)) / k for a, b in pairs]))
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Retrieval latency at 10k / 100k / 1M facts: LanceDB exact vs ANN (IVF_PQ), numpy baseline.
+"""Retrieval latency at 10k / 100k / 1M facts: in-process exact vs LanceDB ANN vs LanceDB exact.
 
 Facts are synthetic but shaped like a real memory: 384-d unit vectors (MiniLM's size) drawn
 around a few hundred topic directions, with a shared component (sentence embeddings are
@@ -13,7 +13,9 @@ Per size it reports
   excluded; round 2 = 3 intents, 8 turns, the 24 viewed turns excluded;
 - the same through an exact LanceDB scan (``bypass_vector_index``) and a numpy brute force
   (one matrix product + argpartition, no aggregation) over the same vectors;
-- ANN recall@8 against the exact scan, on facts and on parent turns.
+- ANN recall@8 against the exact scan, on facts and on parent turns;
+- the project's default path at that size (``MemoryIndex.search_path``): a memory that fits the
+  in-process copy (250k rows) is searched exactly there, a bigger one through the ANN index.
 
     python benchmarks/bench_retrieval.py --sizes 10k,100k
 """
@@ -107,11 +109,12 @@ def fact_frame(turn_of_fact: np.ndarray) -> pd.DataFrame:
 def top_fact_ids(index: MemoryIndex, vector: np.ndarray, k: int) -> list[str]:
     """The k best facts as the handle's dense search finds them (ANN, LanceDB scan or the
     in-process copy, whichever its settings pick for this memory)."""
-    if index._use_ann(MEMORY_ID) or index._memory_size(MEMORY_ID) > index.exact_cache_rows:
-        where = f"memory_id = '{MEMORY_ID}'"
-        hits = index._dense_hits(vector[None, :], where, k, approximate=index._use_ann(MEMORY_ID))
-    else:
+    path = index.search_path(MEMORY_ID)
+    if path == "in_process":
         hits = index._cached_dense_hits(vector[None, :], MEMORY_ID, [], k)
+    else:
+        where = index._where(MEMORY_ID, [])
+        hits = index._dense_hits(vector[None, :], where, k, approximate=path == "ann")
     return [row["fact_id"] for row in hits.get(0, [])]
 
 
@@ -173,11 +176,19 @@ def recall_at_8(truth: list[tuple[set, set]], ann: MemoryIndex, queries: np.ndar
 
 
 def path_of(index: MemoryIndex) -> str:
-    if index._use_ann(MEMORY_ID):
+    path = index.search_path(MEMORY_ID)
+    if path == "ann":
         return f"ann:{index.describe()['ann_index']}"
-    if index.count(MEMORY_ID) <= index.exact_cache_rows:
-        return "exact:in_process"
-    return "exact:lancedb_scan"
+    return {"in_process": "exact:in_process", "scan": "exact:lancedb_scan"}[path]
+
+
+def measure_path(index: MemoryIndex, queries: np.ndarray, truth: list) -> dict:
+    index.search_vectors(queries[:1], MEMORY_ID)  # warm: reads the in-process copy if any
+    return {
+        "path": path_of(index),
+        **measure_latencies(index, queries),
+        "recall_at_8": recall_at_8(truth, index, queries),
+    }
 
 
 def bench_size(
@@ -226,28 +237,27 @@ def bench_size(
             kind, seconds = timed(builder.build_ann_index)
             out["ann_index"][kind] = {"build_seconds": seconds}
             for config in ann_configs:
+                # No in-process copy: the ANN index itself, whatever the memory's size.
                 settings = AnnSettings(index=kind, min_rows=1, **config)
-                ann = MemoryIndex(tmp, "facts", embedder, ann=settings)
-                ann.search_vectors(queries[:1], MEMORY_ID)
+                ann = MemoryIndex(tmp, "facts", embedder, ann=settings, exact_cache_rows=0)
                 out["ann"].append(
-                    {
-                        "index_type": kind,
-                        **config,
-                        **measure_latencies(ann, queries),
-                        "recall_at_8": recall_at_8(truth, ann, queries),
-                    }
+                    {"index_type": kind, **config, **measure_path(ann, queries, truth)}
                 )
         # The last index built stays: with several types, put the default's type last.
-        # What the project's defaults do at this size (conf: memory.ann_index).
+        # The index with the project's search knobs (memory.ann_index), then what the
+        # project's defaults do at this size: a memory that fits the in-process copy is
+        # searched exactly there even though the index exists.
+        ann_default = MemoryIndex(
+            tmp, "facts", embedder, ann=replace(AnnSettings(), min_rows=1), exact_cache_rows=0
+        )
+        out["ann_default_knobs"] = measure_path(ann_default, queries, truth)
         default = MemoryIndex(tmp, "facts", embedder, ann=AnnSettings())
-        default.search_vectors(queries[:1], MEMORY_ID)
         out["default_settings"] = {
             "ann": vars(default.ann),
-            "path": path_of(default),
-            **measure_latencies(default, queries),
-            "recall_at_8": recall_at_8(truth, default, queries),
+            **measure_path(default, queries, truth),
         }
     chosen = out["default_settings"]
+    ann_row = out["ann_default_knobs"]
     p50 = chosen["per_intent"]["p50_ms"]
     numpy_p50 = out["numpy_bruteforce"]["per_intent"]["p50_ms"]
     lance_p50 = out["lancedb_exact"]["per_intent"]["p50_ms"]
@@ -257,8 +267,14 @@ def bench_size(
         "retrieval_p95_ms": chosen["per_intent"]["p95_ms"],
         "retrieval_cpu_ms_mean": chosen["per_intent"]["cpu_ms_mean"],
         "round_p50_ms": chosen["round2_3_intents_8_turns_24_excluded"]["p50_ms"],
-        "ann_recall_at_8": chosen["recall_at_8"]["facts"],
-        "ann_turn_recall_at_8": chosen["recall_at_8"]["turns"],
+        "recall_at_8": chosen["recall_at_8"]["facts"],
+        "turn_recall_at_8": chosen["recall_at_8"]["turns"],
+        # The ANN index on its own with the default knobs (the path above when the memory
+        # is too big for the in-process copy).
+        "ann_path": ann_row["path"],
+        "ann_p50_ms": ann_row["per_intent"]["p50_ms"],
+        "ann_recall_at_8": ann_row["recall_at_8"]["facts"],
+        "ann_turn_recall_at_8": ann_row["recall_at_8"]["turns"],
         "baseline_numpy_p50_ms": numpy_p50,
         "baseline_numpy_p95_ms": out["numpy_bruteforce"]["per_intent"]["p95_ms"],
         "lancedb_exact_p50_ms": lance_p50,

@@ -186,10 +186,12 @@ def collect(results: dict[str, dict | None], mode: str) -> dict:
                 s["ann_recall_at_8"],
                 1.0,
                 False,
-                path=s["path"],
+                path=s.get("ann_path", s["path"]),
                 target=0.95,
                 baseline_is="exact LanceDB scan (recall 1 by definition)",
                 turn_recall_at_8=s["ann_turn_recall_at_8"],
+                ann_p50_ms=s.get("ann_p50_ms"),
+                default_path_recall_at_8=s.get("recall_at_8"),
             )
     loop = results.get("loop")
     if loop:

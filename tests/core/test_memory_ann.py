@@ -43,8 +43,16 @@ def stored_text(facts: pd.DataFrame, n: int) -> str:
     return search_text(facts["text"][n], facts["keywords"][n], facts["topics"][n])
 
 
-def build(tmp_path, ann: AnnSettings) -> MemoryIndex:
-    memory = MemoryIndex(str(tmp_path / "db"), "facts", HashingEmbedder(dim=128), ann=ann)
+def build(tmp_path, ann: AnnSettings, exact_cache_rows: int = 0) -> MemoryIndex:
+    """A one-memory table of N_TURNS facts. No in-process copy by default, so searches take
+    the ANN index whenever it exists (a memory that fits the copy would be searched there)."""
+    memory = MemoryIndex(
+        str(tmp_path / "db"),
+        "facts",
+        HashingEmbedder(dim=128),
+        ann=ann,
+        exact_cache_rows=exact_cache_rows,
+    )
     memory.upsert_facts(distinct_facts(N_TURNS))
     return memory
 
@@ -52,7 +60,7 @@ def build(tmp_path, ann: AnnSettings) -> MemoryIndex:
 def test_auto_builds_the_index_once_the_table_reaches_min_rows(tmp_path):
     memory = build(tmp_path, AnnSettings(index="auto", min_rows=N_TURNS))
     assert memory.has_ann_index
-    assert memory.describe()["ann_index"] == "IVF_SQ"
+    assert memory.describe()["ann_index"] == "IVF_FLAT"
     reopened = MemoryIndex(memory.uri, "facts", memory.embedder)
     assert reopened.has_ann_index  # the index is part of the table, not of the handle
 
@@ -75,7 +83,7 @@ def test_explicit_type_is_built(tmp_path):
 
 def test_ann_search_returns_the_same_top_turns_as_exact_search(tmp_path):
     approximate = build(tmp_path, AnnSettings(index="auto", min_rows=N_TURNS, nprobes=8))
-    assert approximate.has_ann_index
+    assert approximate.search_path("m") == "ann"
     exact = MemoryIndex(approximate.uri, "facts", approximate.embedder, ann=AnnSettings("none"))
     facts = distinct_facts(N_TURNS)
     settings = SearchSettings(k=3)
@@ -88,6 +96,7 @@ def test_ann_search_returns_the_same_top_turns_as_exact_search(tmp_path):
 
 def test_ann_search_honours_exclusions(tmp_path):
     memory = build(tmp_path, AnnSettings(index="auto", min_rows=N_TURNS))
+    assert memory.search_path("m") == "ann"
     query = stored_text(distinct_facts(N_TURNS), 42)
     assert memory.search([query], "m", SearchSettings(k=1))[0].turn_id == "T42"
     turns = memory.search([query], "m", SearchSettings(k=5), exclude_turn_ids=["T42"])
@@ -103,9 +112,22 @@ def test_build_on_demand_and_search_by_vectors(tmp_path):
     assert turns[0].turn_id == "T5"
 
 
+def test_a_memory_that_fits_the_in_process_copy_is_searched_exactly_despite_the_index(tmp_path):
+    ann = AnnSettings(index="auto", min_rows=N_TURNS)
+    cached = build(tmp_path, ann, exact_cache_rows=N_TURNS)
+    assert cached.has_ann_index and cached.search_path("m") == "in_process"
+    query = stored_text(distinct_facts(N_TURNS), 42)
+    assert cached.search([query], "m", SearchSettings(k=1))[0].turn_id == "T42"
+    assert cached._exact_cache.get("m") is not None
+    too_big = MemoryIndex(cached.uri, "facts", cached.embedder, ann, exact_cache_rows=N_TURNS - 1)
+    assert too_big.search_path("m") == "ann"
+    no_index = MemoryIndex(cached.uri, "facts", cached.embedder, AnnSettings("none"), 0)
+    assert no_index.search_path("m") == "scan"
+
+
 def test_settings_from_params():
     assert AnnSettings.from_params("none").index_type is None
-    assert AnnSettings.from_params({"index": "auto"}).index_type == "IVF_SQ"
+    assert AnnSettings.from_params({"index": "auto"}).index_type == "IVF_FLAT"
     assert AnnSettings.from_params({"index": "ivf_hnsw_sq"}).index_type == "IVF_HNSW_SQ"
     with pytest.raises(ConfigError, match="ann_index"):
         AnnSettings.from_params({"index": "faiss"})

@@ -14,6 +14,7 @@ the IVF index keeps per-query latency flat while recall@k stays measured against
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -104,9 +105,11 @@ class AnnSettings:
     # a small memory in a big shared table is searched exactly (its rows are found through
     # the memory_id index), since IVF partitions would scatter its few facts.
     min_rows: int = 100_000
-    # 8-bit scalar quantisation: recall@8 0.976 at 1M synthetic facts where IVF_PQ's codes
-    # reached 0.84-0.86 whatever the probes (benchmarks/results/retrieval_1m_index_types.json)
-    auto_type: str = "IVF_SQ"
+    # Full vectors in the partitions: at 1M synthetic facts IVF_FLAT searched in 26-33 ms with
+    # recall@8 0.98-0.99, where IVF_SQ took 92 ms for 0.966 and IVF_PQ capped at 0.84-0.86
+    # (benchmarks/results/retrieval.json, retrieval_1m_index_types.json). Its cost: the index
+    # holds a second copy of the vectors (1.5 KB a fact on disk).
+    auto_type: str = "IVF_FLAT"
     num_partitions: int | None = None  # None: about sqrt(rows)
     num_sub_vectors: int | None = None  # IVF_PQ / IVF_HNSW_PQ; None: dim / 8
     nprobes: int | None = 32
@@ -231,8 +234,9 @@ class MemoryIndex:
         self.embedder = embedder
         self.ann = ann or AnnSettings()
         # Exact search of a memory up to this many rows runs on an in-process copy of its
-        # vectors (one matrix product) instead of a LanceDB query, whose fixed cost (~10 ms)
-        # dominated the loop. Same ranking; 0 always queries LanceDB.
+        # vectors (one matrix product) instead of a LanceDB query, whose fixed cost (~7 ms)
+        # dominated the loop; larger memories use the ANN index (see search_path). Same
+        # ranking as LanceDB's scan; 0 always queries LanceDB.
         self.exact_cache_rows = exact_cache_rows
         self._exact_cache = _MemoryVectorCache(max_rows=4 * exact_cache_rows)
         # uri may be a folder or an object store (s3://, gs://, az://); storage_options carry
@@ -427,15 +431,15 @@ class MemoryIndex:
         exclude_turn_ids: Iterable[str],
     ) -> list[list[TurnCandidate]]:
         n_facts = settings.k * settings.fact_fanout
-        approximate = self._use_ann(memory_id)
-        in_process = not approximate and self._fits_exact_cache(memory_id)
+        path = self.search_path(memory_id)
+        in_process = path == "in_process"
         where = (
             None if in_process and not settings.hybrid else self._where(memory_id, exclude_turn_ids)
         )
         if in_process:
             dense = self._cached_dense_hits(vectors, memory_id, exclude_turn_ids, n_facts)
         else:
-            dense = self._dense_hits(vectors, where, n_facts, approximate=approximate)
+            dense = self._dense_hits(vectors, where, n_facts, approximate=path == "ann")
         results = []
         for index, query in enumerate(queries):
             hits = dense.get(index, [])
@@ -448,6 +452,17 @@ class MemoryIndex:
                 turns = mmr_select(turns, settings.mmr_lambda, settings.k)
             results.append([candidate for candidate, _ in turns[: settings.k]])
         return results
+
+    def search_path(self, memory_id: str) -> str:
+        """How dense search reaches this memory: "in_process" (exact, on a cached copy of its
+        vectors), "ann" (the LanceDB index) or "scan" (LanceDB's exact scan).
+
+        A memory that fits the cache is searched exactly even when an ANN index exists: one
+        matrix product over 100k rows took 7 ms here where LanceDB's IVF_SQ query took 15 and
+        IVF_FLAT 27 (benchmarks/bench_retrieval.py), and exact search loses no recall."""
+        if self._fits_exact_cache(memory_id):
+            return "in_process"
+        return "ann" if self._use_ann(memory_id) else "scan"
 
     def close(self) -> None:
         self._table = None
@@ -621,7 +636,7 @@ class MemoryIndex:
             return {}
         queries = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
         norms = np.linalg.norm(queries, axis=1, keepdims=True)
-        with _single_threaded_blas():
+        with _blas_threads_for(rows.num_rows):
             scores = (queries / np.where(norms == 0, 1, norms)) @ rows.vectors.T
         if allowed is not None:
             scores[:, ~allowed] = -np.inf  # excluded before ranking, like the prefilter
@@ -654,7 +669,8 @@ class MemoryIndex:
         turn_code = {turn_id: code for code, turn_id in enumerate(dict.fromkeys(turn_ids))}
         turn_codes = np.fromiter((turn_code[t] for t in turn_ids), dtype=np.int64)
         return _MemoryRows(
-            table=table.drop_columns(["vector"]),
+            # One chunk: take() on a table of ~100 record batches cost 4 ms per query at 100k.
+            table=table.drop_columns(["vector"]).combine_chunks(),
             vectors=matrix,
             turn_codes=turn_codes,
             turn_code=turn_code,
@@ -736,9 +752,16 @@ def _blas_controller():
     return ThreadpoolController()
 
 
-def _single_threaded_blas():
-    """A query-by-memory product is memory-bound and small: BLAS threads only add
-    synchronisation, which costs ~8x on a busy machine (measured: 10k x 384, 9.7 -> 2.3 ms)."""
+# Rows from which a query-by-memory product uses all BLAS threads. The product is
+# memory-bound: below this, BLAS threads mostly add synchronisation, which cost ~4x on a busy
+# machine (10k x 384: 9.7 ms threaded vs 2.3 single); above it, a second core halves it
+# (100k x 384: 5.8 vs 11.4 ms, 250k: 17.5 vs 35.9 on an idle 2-core machine).
+THREADED_PRODUCT_ROWS = 50_000
+
+
+def _blas_threads_for(rows: int):
+    if rows >= THREADED_PRODUCT_ROWS:
+        return contextlib.nullcontext()
     return _blas_controller().limit(limits=1, user_api="blas")
 
 

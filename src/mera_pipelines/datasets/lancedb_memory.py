@@ -46,6 +46,7 @@ class LanceDBMemoryDataset(AbstractDataset[pd.DataFrame, MemoryIndex]):
             config.get("device", "cpu"),
             int(config.get("batch_size", 64)),
             int(threads) if threads else None,
+            str(config.get("dtype", "auto")),
         )
         return MemoryIndex(
             self._uri,
