@@ -93,6 +93,9 @@ def main() -> None:
     parser.add_argument("--format", default="locomo")
     parser.add_argument("--out", default="benchmarks/results/memory.json")
     parser.add_argument("--one-at-a-time-sample", type=int, default=200)
+    parser.add_argument(
+        "--dtype", default="auto", help="embedding.dtype: auto | float32 | bfloat16"
+    )
     args = parser.parse_args()
 
     result: dict = {
@@ -121,8 +124,9 @@ def main() -> None:
         "facts_per_turn": len(facts) / len(ingest.turns),
     }
 
-    embedder, seconds = timed(load_embedder, PACKAGED_MINILM)
+    embedder, seconds = timed(load_embedder, PACKAGED_MINILM, dtype=args.dtype)
     result["embedder_load_seconds"] = seconds
+    result["embedding_dtype"] = embedder.dtype
     frame = to_frame(facts, Fact)
     with tempfile.TemporaryDirectory() as tmp:
         index = MemoryIndex(str(Path(tmp) / "memory.lancedb"), "facts", embedder)

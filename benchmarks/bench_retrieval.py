@@ -309,7 +309,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--num-partitions", type=int, default=None, help="IVF (default √rows)")
     parser.add_argument(
-        "--probes", default="16:4,32:8,64:10", help="ANN settings to try, nprobes:refine_factor"
+        "--probes", default="8:1,16:1,32:1,32:0", help="ANN settings to try, nprobes:refine_factor"
     )
     parser.add_argument(
         "--index-types",

@@ -106,9 +106,9 @@ class AnnSettings:
     # the memory_id index), since IVF partitions would scatter its few facts.
     min_rows: int = 100_000
     # Full vectors in the partitions: at 1M synthetic facts IVF_FLAT searched in 26-33 ms with
-    # recall@8 0.98-0.99, where IVF_SQ took 92 ms for 0.966 and IVF_PQ capped at 0.84-0.86
-    # (benchmarks/results/retrieval.json, retrieval_1m_index_types.json). Its cost: the index
-    # holds a second copy of the vectors (1.5 KB a fact on disk).
+    # recall@8 0.96-0.99, where IVF_SQ took 92 ms for 0.966 and IVF_PQ capped at 0.84-0.86
+    # (benchmarks/results/retrieval_sq_vs_flat.json, retrieval_1m_index_types.json).
+    # Its cost: the index holds a second copy of the vectors (1.5 KB a fact on disk).
     auto_type: str = "IVF_FLAT"
     num_partitions: int | None = None  # None: about sqrt(rows)
     num_sub_vectors: int | None = None  # IVF_PQ / IVF_HNSW_PQ; None: dim / 8
