@@ -22,7 +22,7 @@ def memory_index_config(runtime_params: dict | None = None) -> dict:
 
 def test_default_is_auto_with_a_row_threshold():
     ann = AnnSettings.from_params(memory_index_config()["ann"])
-    assert ann.index == "auto" and ann.min_rows == 100_000 and ann.index_type == "IVF_FLAT"
+    assert ann.index == "auto" and ann.min_rows == 250_000 and ann.index_type == "IVF_FLAT"
 
 
 def test_runtime_param_overrides_the_index(tmp_path):

@@ -86,6 +86,10 @@ class SearchSettings:
         return settings
 
 
+# Largest memory searched exactly on an in-process copy of its vectors (1.5 KB a fact in RAM):
+# one matrix product over 100k rows took 6 ms here, less than a LanceDB ANN query.
+EXACT_SEARCH_MAX_ROWS = 250_000
+
 ANN_INDEX_TYPES = ("IVF_PQ", "IVF_HNSW_SQ", "IVF_HNSW_PQ", "IVF_SQ", "IVF_RQ", "IVF_FLAT")
 
 
@@ -101,10 +105,11 @@ class AnnSettings:
     """
 
     index: str = "auto"
-    # Rows before the index is built, and rows a memory needs before its searches use it:
-    # a small memory in a big shared table is searched exactly (its rows are found through
-    # the memory_id index), since IVF partitions would scatter its few facts.
-    min_rows: int = 100_000
+    # Rows one memory needs before the index is built and its searches may use it: a small
+    # memory in a big shared table is searched exactly (its rows are found through the
+    # memory_id index), since IVF partitions would scatter its few facts. The default is where
+    # the in-process exact path stops: below it an index would be built and never searched.
+    min_rows: int = EXACT_SEARCH_MAX_ROWS
     # Full vectors in the partitions: at 1M synthetic facts IVF_FLAT searched in 26-33 ms with
     # recall@8 0.96-0.99, where IVF_SQ took 92 ms for 0.966 and IVF_PQ capped at 0.84-0.86
     # (benchmarks/results/retrieval_sq_vs_flat.json, retrieval_1m_index_types.json).
@@ -224,7 +229,7 @@ class MemoryIndex:
         table_name: str,
         embedder: Embedder,
         ann: AnnSettings | None = None,
-        exact_cache_rows: int = 250_000,
+        exact_cache_rows: int = EXACT_SEARCH_MAX_ROWS,
         storage_options: dict[str, str] | None = None,
     ) -> None:
         import lancedb
