@@ -15,7 +15,8 @@ run resumes where it stopped and two planners can run in two processes (one core
     python benchmarks/compare_planners.py --project . --memories conv-42,conv-43 \\
         --planner heuristic --planner sft=data/06_models/planner_sft/<version> \\
         --planner grpo=data/06_models/planner/<version>
-    # or one planner per process, then: --summarise-only with all --planner flags
+    # or one planner per process, then: --summarise-only with all --planner flags;
+    # one planner in two processes: --shard 0/2 and --shard 1/2 (each takes every 2nd question)
 """
 
 from __future__ import annotations
@@ -75,6 +76,17 @@ def build_roles(folder: str | None, questions: list[Question], threads: int):
             model, {"torch_threads": threads, "max_new_tokens": 96}, kinds, role_params
         )
     return evaluation.build_roles(kinds, backends, role_params)
+
+
+def shard_of(questions: list[Question], spec: str | None) -> list[Question]:
+    """Every N-th question from the K-th for ``K/N``; all of them without a spec. The shards'
+    processes append to the same JSONL file, one line (one write) per question."""
+    if spec is None:
+        return questions
+    index, sep, count = spec.partition("/")
+    if not sep or not index.isdigit() or not count.isdigit() or int(index) >= int(count):
+        raise SystemExit(f"--shard {spec!r}: use K/N with 0 <= K < N, e.g. 0/2")
+    return questions[int(index) :: int(count)]
 
 
 def done_ids(path: Path) -> set[str]:
@@ -178,6 +190,17 @@ def main() -> None:
     parser.add_argument("--categories", default="1,2,3,4")
     parser.add_argument("--max-questions", type=int, default=None)
     parser.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    parser.add_argument(
+        "--shard",
+        default=None,
+        help="K/N: run only every N-th question from the K-th (several processes, one planner)",
+    )
+    parser.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16"],
+        help="query embedding dtype (embedding.dtype); match the earlier runs you compare with",
+    )
     parser.add_argument("--summarise-only", action="store_true")
     parser.add_argument("--out", default=str(RESULTS / "compare_planners.json"))
     args = parser.parse_args()
@@ -196,10 +219,13 @@ def main() -> None:
     if not args.summarise_only:
         settings = LoopSettings.from_params(params["loop"])
         memory = MemoryIndex(
-            str(project / "data" / "05_model_input" / "memory.lancedb"), "facts", load_embedder()
+            str(project / "data" / "05_model_input" / "memory.lancedb"),
+            "facts",
+            load_embedder(dtype=args.dtype),
         )
+        shard = shard_of(questions, args.shard)
         for name, folder in planners:
-            run_planner(name, folder, questions, memory, settings, out, args.threads)
+            run_planner(name, folder, shard, memory, settings, out, args.threads)
     result = {
         "benchmark": "compare_planners",
         "machine": machine(),

@@ -73,3 +73,9 @@ def test_bfloat16_vectors_are_unit_length_and_agree_with_float32():
     assert float((a * b).sum(axis=1).min()) > 0.999
     # and the nearest neighbours stay the same
     assert ((a @ a.T).argsort(axis=1) == (b @ b.T).argsort(axis=1)).all()
+
+
+def test_auto_shares_the_model_of_the_dtype_it_resolves_to():
+    auto = load_embedder(PACKAGED_MINILM, "cpu", 64, None, "auto")
+    assert auto is load_embedder(PACKAGED_MINILM, "cpu", 64, None, resolve_dtype("auto"))
+    assert auto.dtype == resolve_dtype("auto")

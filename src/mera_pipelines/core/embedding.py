@@ -140,7 +140,6 @@ def resolve_dtype(dtype: str, device: str = "cpu") -> str:
     return "bfloat16" if device == "cpu" and cpu_has_native_bf16() else "float32"
 
 
-@functools.lru_cache(maxsize=4)
 def load_embedder(
     name: str = PACKAGED_MINILM,
     device: str = "cpu",
@@ -148,17 +147,24 @@ def load_embedder(
     threads: int | None = None,
     dtype: str = "auto",
 ) -> Embedder:
-    """Load once per process: model loading costs seconds, embedding a query milliseconds."""
+    """Load once per process: model loading costs seconds, embedding a query milliseconds.
+    The cache is keyed by the resolved dtype, so "auto" and the dtype it picks share a model."""
     if threads is not None and threads < 1:
         raise ConfigError(f"embedding.threads must be >= 1 or null, got {threads}")
-    resolved_dtype = resolve_dtype(dtype, device)
+    return _load_embedder(name, device, batch_size, threads, resolve_dtype(dtype, device))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_embedder(
+    name: str, device: str, batch_size: int, threads: int | None, dtype: str
+) -> Embedder:
     model_path = resolve_model_path(name)
-    logger.info("Loading embedding model %s (%s) from %s", name, resolved_dtype, model_path)
+    logger.info("Loading embedding model %s (%s) from %s", name, dtype, model_path)
     return SentenceTransformerEmbedder(
         name,
         model_path,
         device=device,
         batch_size=batch_size,
         threads=threads,
-        dtype=resolved_dtype,
+        dtype=dtype,
     )

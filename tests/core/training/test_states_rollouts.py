@@ -127,3 +127,34 @@ def test_filtering_disabled_keeps_every_state_with_missing_evidence(memory, role
     retained, rollouts, report = filter_states(records, never, memory, LOOP, REWARD, 0)
     assert len(retained) == report.retained == sum(1 for r in records if r.missing_turn_ids)
     assert rollouts == []
+
+
+def test_a_state_cap_takes_the_states_the_teacher_falls_short_on_first(memory, roles):
+    records, _ = collect_states([QUESTION], memory, roles, LOOP, HeuristicPlanner())
+    first = records[0]
+    variants = [
+        type(first)(
+            **{
+                **vars(first),
+                "state_id": f"s{i}",
+                "gold_turn_ids": ["D1:1"],
+                # the teacher finds D1:1 in the odd states and nothing in the even ones
+                "teacher_output": plan("Maya met Jonas at the climbing gym" if i % 2 else "pasta"),
+            }
+        )
+        for i in range(6)
+    ]
+    sampled = []
+
+    def sampler(record, n):
+        sampled.append(record.state_id)
+        return [plan("pasta")] * n
+
+    for prefer in (True, False):
+        sampled.clear()
+        _, _, report = filter_states(
+            variants, sampler, memory, LOOP, REWARD, 2, max_states=3, prefer_teacher_short=prefer
+        )
+        assert report.teacher_short_states == 3 and report.states_into_filtering == 3
+        short = {"s0", "s2", "s4"}
+        assert (set(sampled) == short) is prefer

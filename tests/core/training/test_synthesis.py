@@ -8,6 +8,7 @@ import pytest
 
 from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.records import Fact, Turn
+from mera_pipelines.core.text import content_words
 from mera_pipelines.core.training.synthesis import (
     Draft,
     HeuristicQuestionWriter,
@@ -16,6 +17,7 @@ from mera_pipelines.core.training.synthesis import (
     cloze,
     grounding_problem,
     observations_from_locomo,
+    shorten_question,
     statements_from_facts,
     synthesize_questions,
 )
@@ -165,3 +167,35 @@ def test_rejected_items_are_counted_by_reason():
 def test_settings_reject_unknown_types():
     with pytest.raises(ConfigError, match="types"):
         SynthesisSettings.from_params({"types": ["trivia"]})
+
+
+def test_shorten_question_keeps_the_subject_and_a_window_around_the_asked_word():
+    long = "Theo adopted a second cat, an orange kitten named what, from the shelter downtown?"
+    assert shorten_question(long, 2) == "Theo kitten named what, from the?"
+    # no asked word (a temporal question's statement): the first 2 * window + 1 words after it
+    assert (
+        shorten_question("Maya joined a climbing gym near the flat", 1) == "Maya joined a climbing?"
+    )
+
+
+def test_question_window_shortens_single_hop_and_temporal_questions():
+    statements = statements_from_facts(facts())
+    rng = random.Random(0)
+    whole = HeuristicQuestionWriter().write(statements, ["single_hop", "temporal"], 10, rng)
+    rng = random.Random(0)
+    short = HeuristicQuestionWriter(question_window=1).write(
+        statements, ["single_hop", "temporal"], 10, rng
+    )
+    assert [d.answer for d in short] == [d.answer for d in whole]
+    assert [d.turn_ids for d in short] == [d.turn_ids for d in whole]
+    for full, cut in zip(whole, short, strict=True):
+        # shorter, but widened until it keeps three content words to ask about
+        assert len(cut.question.split()) <= len(full.question.split())
+        assert len(content_words(cut.question)) >= 3
+    assert any(len(c.question) < len(f.question) for f, c in zip(whole, short, strict=True))
+
+
+def test_settings_reject_a_window_below_one():
+    with pytest.raises(ConfigError, match="question_window"):
+        SynthesisSettings.from_params({"question_window": 0})
+    assert SynthesisSettings.from_params({"question_window": None}).question_window is None

@@ -128,6 +128,9 @@ class FilterReport:
     questions: int = 0
     states_collected: int = 0
     states_with_missing_evidence: int = 0
+    # of those, states where the teacher's own plan leaves missing evidence unrecovered: the
+    # ones a student can improve on (a measure of how hard the synthetic questions are)
+    teacher_short_states: int = 0
     states_into_filtering: int = 0
     dropped_all_zero: int = 0
     dropped_all_full: int = 0
@@ -169,11 +172,17 @@ def filter_states(
     max_states: int | None = None,
     seed: int = 0,
     progress: Callable[[Sequence], Any] | None = None,
+    prefer_teacher_short: bool = True,
 ) -> tuple[list[PlannerStateRecord], list[dict[str, Any]], FilterReport]:
     """Sample ``group_size`` outputs per state and keep the states that teach something: drop
     those where every rollout recovers nothing, or every one recovers all missing evidence.
     States with nothing missing never enter (no output can earn a reward there).
-    ``group_size=0`` turns the rollouts off: every state with missing evidence is kept."""
+    ``group_size=0`` turns the rollouts off: every state with missing evidence is kept.
+
+    When ``max_states`` cuts the candidates, ``prefer_teacher_short`` takes the states where
+    the teacher's plan falls short first: there the SFT planner, which imitates the teacher,
+    has something to gain, while states the teacher solves tend to be solved by every sample
+    and dropped after costing their rollouts."""
     report = FilterReport(
         memories=len({r.memory_id for r in records}),
         questions=len({r.question_id for r in records}),
@@ -182,8 +191,27 @@ def filter_states(
     )
     candidates = [r for r in records if r.missing_turn_ids]
     report.states_with_missing_evidence = len(candidates)
+    short = {
+        r.state_id
+        for r in candidates
+        if score_completion(
+            r.teacher_output,
+            r.memory_id,
+            r.gold_turn_ids,
+            r.viewed_turn_ids,
+            r.round_index,
+            memory,
+            loop,
+            reward,
+        ).recovered_share
+        < 1.0
+    }
+    report.teacher_short_states = len(short)
     if max_states is not None and len(candidates) > max_states:
-        candidates = random.Random(seed).sample(candidates, max_states)
+        candidates = random.Random(seed).sample(candidates, len(candidates))
+        if prefer_teacher_short:  # a stable sort keeps the shuffled order within each part
+            candidates.sort(key=lambda r: r.state_id not in short)
+        candidates = candidates[:max_states]
     report.states_into_filtering = len(candidates)
     if group_size == 0:  # filtering off: every state with missing evidence trains
         report.retained = len(candidates)

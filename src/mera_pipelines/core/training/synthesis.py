@@ -59,6 +59,10 @@ class SynthesisSettings:
     min_statement_words: int = 5
     max_answer_words: int = 8
     use_observations: bool = True
+    # heuristic writer: keep only this many words either side of the asked word (single-hop)
+    # or of a temporal question's statement; None keeps the whole statement. A whole-statement
+    # question finds its evidence at rank 1 almost always, which leaves GRPO nothing to learn.
+    question_window: int | None = None
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None) -> SynthesisSettings:
@@ -71,6 +75,8 @@ class SynthesisSettings:
             raise ConfigError(f"training.synthesis.types {bad} unknown; use some of {QA_TYPES}")
         if settings.max_per_memory < 1:
             raise ConfigError("training.synthesis.max_per_memory must be >= 1")
+        if settings.question_window is not None and settings.question_window < 1:
+            raise ConfigError("training.synthesis.question_window must be >= 1 or null")
         return settings
 
 
@@ -187,6 +193,16 @@ def cloze(text: str, span: str, asked: str = "what") -> str | None:
     return question if len(content_words(question)) >= 3 else None
 
 
+def shorten_question(question: str, window: int, asked: str = "what") -> str:
+    """Keep the first word (usually the subject) and ``window`` words either side of the asked
+    word; without the asked word, the first ``2 * window + 1`` words after the first."""
+    words = re.sub(r"[\s?]+$", "", question).split()
+    lowered = [w.lower().strip(",.;:") for w in words]
+    centre = lowered.index(asked) if asked in lowered else window + 1
+    kept = words[max(1, centre - window) : centre + window + 1]
+    return " ".join([words[0], *kept]).rstrip(",.;:") + "?"
+
+
 def answer_span(statement: Statement, avoid: Iterable[str] = ()) -> str | None:
     """The span a single-hop question asks for: a name or noun of the statement, not its
     subject (the speaker) and not a word the caller wants to keep in the question."""
@@ -205,8 +221,9 @@ class HeuristicQuestionWriter:
 
     name = "heuristic"
 
-    def __init__(self, max_answer_words: int = 8) -> None:
+    def __init__(self, max_answer_words: int = 8, question_window: int | None = None) -> None:
         self.max_answer_words = max_answer_words
+        self.question_window = question_window
 
     def write(
         self, statements: list[Statement], types: Sequence[str], limit: int, rng: random.Random
@@ -224,11 +241,23 @@ class HeuristicQuestionWriter:
             drafts.extend(pools[qa_type](shuffled)[:per_type])
         return drafts
 
+    def _shorten(self, question: str) -> str:
+        """The question cut to the window, widened until it keeps 3 content words (fewer
+        ask nothing answerable), or whole when no window does."""
+        assert self.question_window is not None
+        for window in range(self.question_window, self.question_window + 4):
+            short = shorten_question(question, window)
+            if len(content_words(short)) >= 3:
+                return short
+        return question
+
     def _single_hop(self, statements: list[Statement]) -> list[Draft]:
         out = []
         for s in statements:
             span = answer_span(s)
             question = cloze(s.text, span) if span else None
+            if question and self.question_window:
+                question = self._shorten(question)
             if question:
                 out.append(Draft(s.memory_id, question, span, s.turn_ids, "single_hop"))
         return out
@@ -241,6 +270,8 @@ class HeuristicQuestionWriter:
                 continue
             text, when = resolved
             body = re.sub(r"[\s.!?;,:]+$", "", text)
+            if self.question_window:
+                body = self._shorten(body)[:-1]
             question = f"When did this happen: {body}?"
             out.append(Draft(s.memory_id, question, when, s.turn_ids, "temporal"))
         return out

@@ -47,7 +47,11 @@ def synthesize_training_questions(
     params: dict[str, Any],
 ) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
     settings = SynthesisSettings.from_params(params)
-    writer = make_question_writer(settings.writer, backend=writer_llm)
+    # the window shortens the heuristic writer's questions; an LLM writes its own
+    options = (
+        {"question_window": settings.question_window} if settings.writer == "heuristic" else {}
+    )
+    writer = make_question_writer(settings.writer, backend=writer_llm, **options)
     questions, report = synthesize_questions(
         split["train_memory_ids"],
         from_frame(turns, Turn),

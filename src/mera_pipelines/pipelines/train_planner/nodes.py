@@ -111,6 +111,7 @@ def filter_training_states(
         max_states=filtering.get("max_states"),
         seed=int(filtering.get("seed", 0)),
         progress=lambda items: tqdm(items, desc="filter states (rollouts)"),
+        prefer_teacher_short=bool(filtering.get("prefer_teacher_short", True)),
     )
     metrics = {
         f"filter.{key}": {"value": float(value), "step": 0}
