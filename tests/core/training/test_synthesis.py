@@ -199,3 +199,76 @@ def test_settings_reject_a_window_below_one():
     with pytest.raises(ConfigError, match="question_window"):
         SynthesisSettings.from_params({"question_window": 0})
     assert SynthesisSettings.from_params({"question_window": None}).question_window is None
+
+
+def topic_statements() -> list[Statement]:
+    """Maya talks about pottery in two turns of different sessions, Theo about his violin."""
+    texts = [
+        ("D1:1", "Maya", "Maya started a pottery class at the community studio downtown."),
+        ("D2:1", "Maya", "Maya glazed a blue pottery bowl for Maya's grandmother."),
+        ("D1:2", "Theo", "Theo practised the violin sonata for the spring recital."),
+    ]
+    return [Statement("m1", text, (tid,), speaker, TIME, "fact") for tid, speaker, text in texts]
+
+
+def test_topic_style_names_the_speaker_and_only_a_few_of_the_statements_words():
+    writer = HeuristicQuestionWriter(question_style="topic")
+    drafts = writer.write(topic_statements(), ["single_hop"], 10, random.Random(0))
+    by_turn = {d.turn_ids: d for d in drafts}
+    violin = by_turn[("D1:2",)]
+    assert violin.question.startswith("What did Theo say about ")
+    # two keywords asked about, a third (the first in importance) is the answer
+    statement_words = set(content_words(topic_statements()[2].text))
+    asked = set(content_words(violin.question)) - {"theo", "say"}
+    assert len(asked) == 2 and asked <= statement_words
+    assert violin.answer.lower() in statement_words and violin.answer.lower() not in asked
+
+
+def test_topic_style_multi_hop_gathers_one_speakers_turns_about_a_word():
+    writer = HeuristicQuestionWriter(question_style="topic")
+    drafts = writer.write(topic_statements(), ["multi_hop"], 10, random.Random(0))
+    pottery = [d for d in drafts if "pottery" in d.question]
+    assert len(pottery) == 1
+    assert pottery[0].question == "What has Maya mentioned about pottery?"
+    assert pottery[0].turn_ids == ("D1:1", "D2:1")
+    # a word that only one turn uses gathers nothing
+    assert not any("violin" in d.question for d in drafts)
+
+
+def test_topic_style_temporal_asks_when_with_the_resolved_date_as_answer():
+    statements = statements_from_facts(facts())
+    writer = HeuristicQuestionWriter(question_style="topic")
+    drafts = writer.write(statements, ["temporal"], 10, random.Random(0))
+    gym = next(d for d in drafts if d.turn_ids == ("D1:1",))
+    assert gym.question.startswith("When did Maya mention ")
+    assert gym.answer == "February 2023"
+    assert "february" not in gym.question.lower()
+
+
+def test_types_are_interleaved_so_a_per_memory_cap_keeps_every_type():
+    drafts = HeuristicQuestionWriter().write(
+        statements_from_facts(facts()), ["single_hop", "temporal"], 10, random.Random(0)
+    )
+    assert [d.qa_type for d in drafts[:2]] == ["single_hop", "temporal"]
+
+
+def test_settings_reject_an_unknown_question_style():
+    with pytest.raises(ConfigError, match="question_style"):
+        SynthesisSettings.from_params({"question_style": "riddle"})
+    assert SynthesisSettings.from_params({"question_style": "topic"}).question_style == "topic"
+
+
+def test_the_synthesize_node_passes_the_question_style_to_the_heuristic_writer():
+    from mera_pipelines.core.records import to_frame
+    from mera_pipelines.pipelines.synthesize.nodes import synthesize_training_questions
+
+    frame, summary, _ = synthesize_training_questions(
+        to_frame(turns(), Turn),
+        to_frame(facts(), Fact),
+        [],
+        {"train_memory_ids": ["m1"]},
+        None,
+        {"question_style": "topic", "types": ["single_hop", "temporal"]},
+    )
+    assert summary["questions"] == len(frame) > 0
+    assert all(q.startswith(("What did ", "When did ")) for q in frame["question"])

@@ -17,8 +17,9 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from typing import Any, Protocol
 
 from mera_pipelines.core.errors import ConfigError, LLMCallError
@@ -27,9 +28,19 @@ from mera_pipelines.core.records import Fact, Question, Turn
 from mera_pipelines.core.roles.common import build_role, fence_data, load_prompt, render_messages
 from mera_pipelines.core.settings import settings_from_params
 from mera_pipelines.core.temporal import normalise_relative_times, parse_timestamp
-from mera_pipelines.core.text import content_words, extract_keywords, proper_names, tokenize
+from mera_pipelines.core.text import (
+    SMALL_TALK_WORDS,
+    content_words,
+    extract_keywords,
+    proper_names,
+    tokenize,
+)
 
 QA_TYPES = ("single_hop", "multi_hop", "temporal")
+# "cloze": the statement with its key span asked for; "topic": LoCoMo-like questions that name
+# the speaker and only a few of the statement's words (real questions share one to three words
+# with their evidence, so a cloze question is far easier to retrieve for than a real one)
+QUESTION_STYLES = ("cloze", "topic")
 QUESTION_WRITER_PROMPT = "write_questions.txt"
 
 # "Maya said: ..." / "Theo asked: ..." prefixes of heuristic facts carry no content
@@ -63,6 +74,7 @@ class SynthesisSettings:
     # or of a temporal question's statement; None keeps the whole statement. A whole-statement
     # question finds its evidence at rank 1 almost always, which leaves GRPO nothing to learn.
     question_window: int | None = None
+    question_style: str = "cloze"  # heuristic writer: one of QUESTION_STYLES
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None) -> SynthesisSettings:
@@ -77,6 +89,11 @@ class SynthesisSettings:
             raise ConfigError("training.synthesis.max_per_memory must be >= 1")
         if settings.question_window is not None and settings.question_window < 1:
             raise ConfigError("training.synthesis.question_window must be >= 1 or null")
+        if settings.question_style not in QUESTION_STYLES:
+            raise ConfigError(
+                f"training.synthesis.question_style {settings.question_style!r} unknown; "
+                f"use one of {QUESTION_STYLES}"
+            )
         return settings
 
 
@@ -217,13 +234,20 @@ def answer_span(statement: Statement, avoid: Iterable[str] = ()) -> str | None:
 
 
 class HeuristicQuestionWriter:
-    """Cloze-style questions from statements (offline, deterministic for a seed)."""
+    """Questions from statements (offline, deterministic for a seed): cloze-style, or in the
+    "topic" style LoCoMo's questions have (the speaker and a few of the evidence's words)."""
 
     name = "heuristic"
 
-    def __init__(self, max_answer_words: int = 8, question_window: int | None = None) -> None:
+    def __init__(
+        self,
+        max_answer_words: int = 8,
+        question_window: int | None = None,
+        question_style: str = "cloze",
+    ) -> None:
         self.max_answer_words = max_answer_words
         self.question_window = question_window
+        self.question_style = question_style
 
     def write(
         self, statements: list[Statement], types: Sequence[str], limit: int, rng: random.Random
@@ -233,13 +257,18 @@ class HeuristicQuestionWriter:
             "temporal": self._temporal,
             "multi_hop": self._multi_hop,
         }
+        if self.question_style == "topic":
+            pools = {
+                "single_hop": self._topic_single_hop,
+                "temporal": self._topic_temporal,
+                "multi_hop": self._topic_aggregate,
+            }
         shuffled = list(statements)
         rng.shuffle(shuffled)
         per_type = max(1, limit // len(types))
-        drafts: list[Draft] = []
-        for qa_type in types:
-            drafts.extend(pools[qa_type](shuffled)[:per_type])
-        return drafts
+        by_type = [pools[qa_type](shuffled)[:per_type] for qa_type in types]
+        # interleaved, so a per-memory cap downstream keeps every type, not just the first
+        return [d for group in zip_longest(*by_type) for d in group if d is not None]
 
     def _shorten(self, question: str) -> str:
         """The question cut to the window, widened until it keeps 3 content words (fewer
@@ -325,6 +354,86 @@ class HeuristicQuestionWriter:
             turn_ids = tuple(dict.fromkeys(first.turn_ids + second.turn_ids))
             out.append(Draft(first.memory_id, question, span, turn_ids, "multi_hop"))
         return out
+
+    # ---- the "topic" style ----
+
+    def _topic_single_hop(self, statements: list[Statement]) -> list[Draft]:
+        return _drafts(statements, "single_hop", _topic_single_hop_item)
+
+    def _topic_temporal(self, statements: list[Statement]) -> list[Draft]:
+        return _drafts(statements, "temporal", self._topic_temporal_item)
+
+    def _topic_temporal_item(self, s: Statement) -> tuple[str, str] | None:
+        """Asks "When did John mention violin concert enjoyed?": up to three keywords of the
+        statement without its time; the answer is the resolved date."""
+        resolved = self._resolved_time(s)
+        words = topic_keywords(resolved[0], s.speaker)[:3] if resolved else []
+        if resolved is None or len(words) < 2:
+            return None
+        return f"When did {s.speaker} mention {' '.join(words)}?", resolved[1]
+
+    def _topic_aggregate(self, statements: list[Statement]) -> list[Draft]:
+        """LoCoMo's multi-hop questions gather one speaker's statements across sessions ("What
+        pets does Nate have?"): a keyword a speaker uses in 2-3 different turns, and nowhere
+        else in the memory, is asked about; all those turns are the evidence."""
+        by_word: dict[tuple[str, str], list[Statement]] = defaultdict(list)
+        for s in statements:
+            for word in topic_keywords(s.text, s.speaker):
+                by_word[(s.memory_id, word.lower())].append(s)
+        out = []
+        for (_, word), group in by_word.items():
+            speakers = {s.speaker for s in group}
+            turn_ids = tuple(dict.fromkeys(t for s in group for t in s.turn_ids))
+            if len(speakers) != 1 or not 2 <= len(turn_ids) <= 3:
+                continue
+            speaker = group[0].speaker
+            # the answer: a keyword of the group that is not the asked word
+            answer = next(
+                (
+                    w
+                    for s in group[1:]
+                    for w in topic_keywords(s.text, speaker)
+                    if w.lower() != word and len(w) > 3
+                ),
+                None,
+            )
+            if answer is None:
+                continue
+            question = f"What has {speaker} mentioned about {word}?"
+            out.append(Draft(group[0].memory_id, question, answer, turn_ids, "multi_hop"))
+        return out
+
+
+def _topic_single_hop_item(s: Statement) -> tuple[str, str] | None:
+    """Asks "What did Nate say about fourth and video?" for "Nate won the fourth video game
+    tournament": the first keyword is the answer, the next two are asked about."""
+    words = topic_keywords(s.text, s.speaker)
+    if len(words) < 3:
+        return None
+    return f"What did {s.speaker} say about {words[1]} and {words[2]}?", words[0]
+
+
+def _drafts(
+    statements: list[Statement], qa_type: str, write: Callable[[Statement], tuple[str, str] | None]
+) -> list[Draft]:
+    """One draft per statement ``write`` makes a (question, answer) of."""
+    out = []
+    for s in statements:
+        written = write(s)
+        if written is not None:
+            out.append(Draft(s.memory_id, written[0], written[1], s.turn_ids, qa_type))
+    return out
+
+
+def topic_keywords(text: str, speaker: str) -> list[str]:
+    """A statement's keywords in order of importance, without the speaker's name and small
+    talk: what a topic-style question may ask about."""
+    avoided = {t for t in tokenize(speaker)}
+    return [
+        k
+        for k in extract_keywords(text, max_keywords=8)
+        if len(k) > 2 and not set(tokenize(k)) & avoided and k.lower() not in SMALL_TALK_WORDS
+    ]
 
 
 # ---- the LLM writer ---------------------------------------------------------------------------

@@ -47,9 +47,11 @@ def synthesize_training_questions(
     params: dict[str, Any],
 ) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
     settings = SynthesisSettings.from_params(params)
-    # the window shortens the heuristic writer's questions; an LLM writes its own
+    # the window and the style shape the heuristic writer's questions; an LLM writes its own
     options = (
-        {"question_window": settings.question_window} if settings.writer == "heuristic" else {}
+        {"question_window": settings.question_window, "question_style": settings.question_style}
+        if settings.writer == "heuristic"
+        else {}
     )
     writer = make_question_writer(settings.writer, backend=writer_llm, **options)
     questions, report = synthesize_questions(
