@@ -158,3 +158,18 @@ def test_a_state_cap_takes_the_states_the_teacher_falls_short_on_first(memory, r
         assert report.teacher_short_states == 3 and report.states_into_filtering == 3
         short = {"s0", "s2", "s4"}
         assert (set(sampled) == short) is prefer
+
+
+def test_collect_node_min_rounds_runs_the_teacher_past_a_sufficient_verdict(memory):
+    from mera_pipelines.core.records import Question, to_frame
+    from mera_pipelines.pipelines.collect.nodes import collect_planner_states
+
+    # a single-hop question the heuristic verifier calls sufficient after round 1
+    lena = Question("m/q1", "m", "Where does Maya's sister Lena live?", "Lisbon", "4", ["D2:2"])
+    questions = to_frame([lena], Question)
+    loop = {"max_rounds": 3, "exhaustion_rounds": 4}
+    _, default_report, _ = collect_planner_states(questions, memory, {}, loop)
+    table, deep_report, _ = collect_planner_states(questions, memory, {"min_rounds": 3}, loop)
+    assert default_report["mean_rounds"] == 1
+    assert deep_report["mean_rounds"] == 3
+    assert sorted(table["round_index"]) == [1, 2, 3]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import pandas as pd
@@ -25,6 +25,10 @@ def collect_planner_states(
     planner: its plan for each state is the SFT target)."""
     roles = evaluation.build_roles({}, evaluation.RoleBackends(), {})
     settings = LoopSettings.from_params(loop_params)
+    if params.get("min_rounds"):
+        # the verifier calls most synthetic questions sufficient after round 1, so a deeper
+        # minimum is how training sees the later rounds' states (follow-ups on anchors)
+        settings = replace(settings, min_rounds=int(params["min_rounds"]))
     questions = from_frame(synthetic_questions, Question)
     records, report = collect_states(
         questions, memory, roles, settings, HeuristicPlanner(), int(params.get("concurrency", 1))
