@@ -22,8 +22,11 @@ def test_locomo_split_overrides_the_budget_and_keeps_the_rest_of_base():
     base, split = training_params("local"), training_params("locomo_split")
     assert split["train_memories"] == ["conv-26", "conv-30", "conv-41"]
     synthesis = SynthesisSettings.from_params(split["synthesis"])
-    assert synthesis.question_window == 2 and synthesis.max_per_memory == 150
-    assert SynthesisSettings.from_params(base["synthesis"]).question_window is None
+    assert synthesis.question_style == "topic" and synthesis.max_per_memory == 150
+    assert SynthesisSettings.from_params(base["synthesis"]).question_style == "cloze"
+    assert synthesis.question_window is None  # base's, kept
+    assert split["collect"]["min_rounds"] == 3 and base["collect"]["min_rounds"] is None
+    assert split["collect"]["concurrency"] == base["collect"]["concurrency"]
     grpo = GRPOSettings.from_params(split["grpo"])
     assert (grpo.steps, grpo.prompts_per_step, grpo.learning_rate) == (40, 2, 1e-5)
     # keys the env does not name keep base's values (a soft merge, not a replacement)
