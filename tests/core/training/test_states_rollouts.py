@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.loop import LoopSettings
 from mera_pipelines.core.roles.planner import HeuristicPlanner, parse_intents
 from mera_pipelines.core.training.reward import RewardSettings
@@ -173,3 +174,5 @@ def test_collect_node_min_rounds_runs_the_teacher_past_a_sufficient_verdict(memo
     assert default_report["mean_rounds"] == 1
     assert deep_report["mean_rounds"] == 3
     assert sorted(table["round_index"]) == [1, 2, 3]
+    with pytest.raises(ConfigError, match="min_rounds"):
+        collect_planner_states(questions, memory, {"min_rounds": 0}, loop)

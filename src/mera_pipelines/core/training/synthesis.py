@@ -428,7 +428,7 @@ def _drafts(
 def topic_keywords(text: str, speaker: str) -> list[str]:
     """A statement's keywords in order of importance, without the speaker's name and small
     talk: what a topic-style question may ask about."""
-    avoided = {t for t in tokenize(speaker)}
+    avoided = set(tokenize(speaker))
     return [
         k
         for k in extract_keywords(text, max_keywords=8)
