@@ -5,15 +5,42 @@ memory id), with the teacher planner's plan for that state (the SFT target)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.graph import EvidenceGraph
 from mera_pipelines.core.llm.concurrency import ItemFailure, map_bounded
 from mera_pipelines.core.loop import LoopSettings, Roles, round_budget, run_mera
 from mera_pipelines.core.memory import MemoryIndex
 from mera_pipelines.core.records import Question
 from mera_pipelines.core.roles.planner import Planner, PlannerState, intents_to_json
+from mera_pipelines.core.settings import settings_from_params
+
+
+@dataclass(frozen=True)
+class CollectSettings:
+    """``training.collect``: how the teacher runs over the training questions."""
+
+    concurrency: int = 1
+    # rounds before the verifier's "sufficient" may stop a teacher run (None: the loop's own).
+    # The verifier calls most synthetic questions sufficient after round 1, so a deeper
+    # minimum is how training sees the later rounds' states (follow-ups on anchors).
+    min_rounds: int | None = None
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any] | None) -> CollectSettings:
+        settings = settings_from_params(cls, params, "training.collect")
+        rounds = settings.min_rounds
+        if rounds is not None and (not isinstance(rounds, int) or rounds < 1):
+            raise ConfigError(
+                f"training.collect.min_rounds must be an integer >= 1 or null, got {rounds!r}"
+            )
+        return settings
+
+    def teacher_loop(self, loop: LoopSettings) -> LoopSettings:
+        """The loop settings the teacher runs with."""
+        return loop if self.min_rounds is None else replace(loop, min_rounds=self.min_rounds)
 
 
 @dataclass

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any
 
 import pandas as pd
 
 from mera_pipelines.core import evaluation
-from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.loop import LoopSettings
 from mera_pipelines.core.memory import MemoryIndex
 from mera_pipelines.core.records import Question, from_frame
 from mera_pipelines.core.roles.planner import HeuristicPlanner
-from mera_pipelines.core.training.states import collect_states
+from mera_pipelines.core.training.states import CollectSettings, collect_states
 
 
 def collect_planner_states(
@@ -25,19 +24,11 @@ def collect_planner_states(
     """States before every planner call of heuristic MERA runs (the teacher is the heuristic
     planner: its plan for each state is the SFT target)."""
     roles = evaluation.build_roles({}, evaluation.RoleBackends(), {})
-    settings = LoopSettings.from_params(loop_params)
-    min_rounds = params.get("min_rounds")
-    if min_rounds is not None:
-        if not isinstance(min_rounds, int) or min_rounds < 1:
-            raise ConfigError(
-                f"training.collect.min_rounds must be an integer >= 1 or null, got {min_rounds!r}"
-            )
-        # the verifier calls most synthetic questions sufficient after round 1, so a deeper
-        # minimum is how training sees the later rounds' states (follow-ups on anchors)
-        settings = replace(settings, min_rounds=min_rounds)
+    collect = CollectSettings.from_params(params)
+    settings = collect.teacher_loop(LoopSettings.from_params(loop_params))
     questions = from_frame(synthetic_questions, Question)
     records, report = collect_states(
-        questions, memory, roles, settings, HeuristicPlanner(), int(params.get("concurrency", 1))
+        questions, memory, roles, settings, HeuristicPlanner(), collect.concurrency
     )
     table = pd.DataFrame([asdict(r) for r in records])
     metrics = {
