@@ -5,7 +5,9 @@ before GRPO (after SFT) and better than the heuristic planner, at the same round
 This script runs MERA with each planner over the same questions of a built memory (the project's
 own loop, roles and default loop settings from conf/base/parameters_evaluate.yml; the trained
 planners' prompt settings come from their metadata, as in ``kedro run --pipeline=evaluate``) and
-reports each planner's means and the paired difference of every pair with its standard error.
+reports each planner's means and the paired difference of every pair with its standard error,
+in ``<out>`` (JSON) and ``<out>`` with ``.png`` (bars per planner, and the paired final-recall
+differences from ``--reference``, default the first planner, with +- one standard error).
 
 Per-question results are appended to ``<out>.<planner>.jsonl`` as they finish, so a stopped
 run resumes where it stopped and two planners can run in two processes (one core each):
@@ -182,6 +184,64 @@ def summarise(names: list[str], questions: list[Question], out: Path) -> dict[st
     return result
 
 
+def final_recall_gaps(result: dict[str, Any], reference: str) -> dict[str, tuple[float, float]]:
+    """Every other planner's paired final-recall difference from ``reference``: (mean, standard
+    error). The summary stores each pair once, later minus earlier in the --planner order."""
+    names = list(result["planners"])
+    if reference not in names:
+        raise SystemExit(f"--reference {reference!r} is not one of the planners {names}")
+    gaps = {}
+    for name in names:
+        if name == reference:
+            continue
+        pair = result["paired_final"].get(f"{name}_minus_{reference}")
+        sign = 1
+        if pair is None:
+            pair, sign = result["paired_final"][f"{reference}_minus_{name}"], -1
+        gaps[name] = (sign * pair["mean"], pair["standard_error"])
+    return gaps
+
+
+def plot_summary(result: dict[str, Any], path: Path, reference: str | None = None) -> Path:
+    """Round-1 and final recall per planner, and every other planner's paired final-recall
+    difference from ``reference`` (default the first; +- one standard error): the figure people
+    look at instead of the JSON."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # headless: the figure is a file
+    import matplotlib.pyplot as plt
+
+    names = list(result["planners"])
+    reference = reference or names[0]
+    fig, (bars, diffs) = plt.subplots(1, 2, figsize=(11, 4))
+    width = 0.38
+    for offset, key, label in (
+        (-width / 2, "round1_recall", "round 1"),
+        (width / 2, "final_recall", "final"),
+    ):
+        values = [result["planners"][n][key] for n in names]
+        drawn = bars.bar([i + offset for i in range(len(names))], values, width, label=label)
+        bars.bar_label(drawn, fmt="%.3f", fontsize=7)
+    bars.set_xticks(range(len(names)), names)
+    bars.set_ylim(0, 1)
+    bars.set_ylabel("evidence recall")
+    bars.set_title(f"{result['n_questions']} questions")
+    bars.legend(loc="lower right")
+    gaps = final_recall_gaps(result, reference)
+    others = list(gaps)
+    means = [100 * mean for mean, _ in gaps.values()]
+    errors = [100 * error for _, error in gaps.values()]
+    diffs.errorbar(range(len(others)), means, yerr=errors, fmt="o", capsize=4)
+    diffs.axhline(0, color="grey", linewidth=0.8)
+    diffs.set_xticks(range(len(others)), others)
+    diffs.set_ylabel(f"final recall - {reference} (points)")
+    diffs.set_title("paired difference, +- 1 standard error")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--project", default=".", help="a Kedro project with a built memory")
@@ -202,6 +262,9 @@ def main() -> None:
         help="query embedding dtype (embedding.dtype); match the earlier runs you compare with",
     )
     parser.add_argument("--summarise-only", action="store_true")
+    parser.add_argument(
+        "--reference", default=None, help="the figure's paired differences are from this planner"
+    )
     parser.add_argument("--out", default=str(RESULTS / "compare_planners.json"))
     args = parser.parse_args()
 
@@ -235,6 +298,7 @@ def main() -> None:
         **summarise([name for name, _ in planners], questions, out),
     }
     out.write_text(json.dumps(result, indent=2))
+    print(f"figure: {plot_summary(result, out.with_suffix('.png'), args.reference)}")
     print(json.dumps({k: result[k] for k in ("n_questions", "planners", "paired_final")}, indent=1))
 
 

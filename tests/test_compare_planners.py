@@ -1,0 +1,94 @@
+"""benchmarks/compare_planners.py's summary: means over the questions every planner finished,
+paired differences with hand-computed standard errors, and the summary figure.
+
+No planner runs here: the per-question result files are written by the test."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def compare():
+    sys.path.insert(0, str(BENCHMARKS))  # the script imports its sibling benchlib
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "compare_planners", BENCHMARKS / "compare_planners.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return module
+
+
+def _write(out: Path, name: str, rows: dict[str, tuple[float | None, float | None]]) -> None:
+    lines = [
+        json.dumps(
+            {
+                "question_id": qid,
+                "round1": round1,
+                "final": final,
+                "rounds": 2,
+                "turns": 5,
+                "seconds": 1.0,
+                "planner_usage": None,
+            }
+        )
+        for qid, (round1, final) in rows.items()
+    ]
+    out.with_suffix(f".{name}.jsonl").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def results(tmp_path, compare):
+    out = tmp_path / "compare.json"
+    _write(out, "heuristic", {"q1": (0.5, 0.5), "q2": (0.0, 1.0), "q3": (1.0, 1.0)})
+    # q3 has no gold evidence (final None) for the second planner: it leaves the comparison
+    _write(out, "grpo", {"q1": (1.0, 1.0), "q2": (0.0, 1.0), "q3": (None, None)})
+    questions = [SimpleNamespace(question_id=q) for q in ("q1", "q2", "q3", "q4")]
+    return out, compare.summarise(["heuristic", "grpo"], questions, out)
+
+
+def test_means_cover_only_questions_every_planner_finished(results):
+    _, summary = results
+    assert summary["n_questions"] == 2
+    assert summary["planners"]["heuristic"]["round1_recall"] == pytest.approx(0.25)
+    assert summary["planners"]["grpo"]["final_recall"] == pytest.approx(1.0)
+
+
+def test_paired_difference_and_standard_error_by_hand(results):
+    _, summary = results
+    pair = summary["paired_final"]["grpo_minus_heuristic"]
+    # differences 0.5 and 0.0: mean 0.25, sample variance 0.125, standard error sqrt(0.125 / 2)
+    assert pair["mean"] == pytest.approx(0.25)
+    assert pair["standard_error"] == pytest.approx(math.sqrt(0.125 / 2))
+
+
+def test_a_planner_without_results_is_named(tmp_path, compare):
+    with pytest.raises(SystemExit, match="sft"):
+        compare.summarise(["sft"], [SimpleNamespace(question_id="q1")], tmp_path / "c.json")
+
+
+def test_summary_figure_is_written(results, compare):
+    out, summary = results
+    figure = compare.plot_summary(summary, out.with_suffix(".png"))
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_gaps_from_a_later_planner_flip_the_stored_pair(results, compare):
+    _, summary = results
+    mean, error = compare.final_recall_gaps(summary, "grpo")["heuristic"]
+    assert mean == pytest.approx(-0.25)
+    assert error == pytest.approx(math.sqrt(0.125 / 2))
+    with pytest.raises(SystemExit, match="sft"):
+        compare.final_recall_gaps(summary, "sft")
