@@ -277,6 +277,9 @@ def main() -> None:
     )
     questions = load_questions(project, params)
     planners = [parse_planner(spec) for spec in args.planner]
+    if args.reference and args.reference not in dict(planners):
+        # checked before any planner runs, not after an hour of evaluation
+        raise SystemExit(f"--reference {args.reference!r} is not one of the --planner names")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if not args.summarise_only:
