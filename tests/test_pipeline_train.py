@@ -136,3 +136,37 @@ def test_evaluate_refuses_the_planner_on_its_training_memories(project, train_ru
     )
     assert result.returncode != 0
     assert "trained on memories ['demo-1']" in result.stdout + result.stderr
+
+
+def test_grpo_continues_from_a_trained_planner(project, train_run):
+    [first] = sorted((project / "data/06_models/planner").iterdir())
+    params = (
+        "training.torch_threads=1,training.grpo.steps=1,training.grpo.num_generations=2,"
+        f"training.grpo.max_completion_length=8,training.grpo_start={first}"
+    )
+    result = kedro_cli(
+        project, "run", "--pipeline=train", "--nodes=train_planner_grpo", f"--params={params}"
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    second = sorted((project / "data/06_models/planner").iterdir())[-1]
+    assert second != first
+    metadata = json.loads((second / "mera_planner.json").read_text())
+    assert metadata["started_from"] == first.name
+    assert metadata["start_stage"] == "grpo"
+    assert metadata["train_memory_ids"] == ["demo-1", "demo-2"]
+    report = json.loads((project / "data/08_reporting/grpo_report.json").read_text())
+    assert report["start"]["folder"] == str(first)
+
+
+def test_grpo_start_that_names_nothing_is_a_clear_error(project, train_run):
+    result = kedro_cli(
+        project,
+        "run",
+        "--pipeline=train",
+        "--nodes=train_planner_grpo",
+        "--params=training.grpo_start=no-such-planner",
+    )
+    assert result.returncode != 0
+    assert "training.grpo_start 'no-such-planner' is neither 'latest'" in (
+        result.stdout + result.stderr
+    )

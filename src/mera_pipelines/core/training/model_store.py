@@ -134,14 +134,17 @@ class PlannerModelStore:
         return folder
 
 
-def resolve_planner(spec: str, store: PlannerModelStore) -> PlannerModel:
-    """``latest`` or a version of ``store``, or the path of any model folder."""
+def resolve_planner(
+    spec: str, store: PlannerModelStore, setting: str = "evaluation.planner_model"
+) -> PlannerModel:
+    """``latest`` or a version of ``store``, or the path of any model folder; ``setting`` names
+    the parameter ``spec`` came from, for the error."""
     if spec == "latest" or spec in store.versions():
         return store.get(spec)
     if Path(spec).is_dir():
         return read_model_folder(spec)
     raise ConfigError(
-        f"evaluation.planner_model '{spec}' is neither 'latest', a version in "
+        f"{setting} '{spec}' is neither 'latest', a version in "
         f"'{store.root}' ({store.versions() or 'none yet'}) nor a model folder"
     )
 

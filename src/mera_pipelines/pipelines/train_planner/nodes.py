@@ -19,6 +19,7 @@ from mera_pipelines.core.training.model_store import (
     PlannerModel,
     PlannerModelStore,
     read_model_folder,
+    resolve_planner,
 )
 from mera_pipelines.core.training.reward import RewardSettings
 from mera_pipelines.core.training.rollouts import RetrievalReward, filter_states
@@ -134,7 +135,11 @@ def train_planner_grpo(
     params: dict[str, Any],
     loop_params: dict[str, Any],
 ) -> tuple[PlannerModel, dict[str, Any], dict[str, Any]]:
-    start = sft_planners.get("latest")
+    """GRPO from ``training.grpo_start``: the newest SFT planner by default, or a version of it,
+    or any planner folder (a GRPO planner, to train it further)."""
+    start = resolve_planner(
+        str(params.get("grpo_start", "latest")), sft_planners, "training.grpo_start"
+    )
     settings = GRPOSettings.from_params(params.get("grpo"))
     prompt = _prompt_settings(params)
     template = load_prompt(DEFAULT_PLAN_PROMPT)
@@ -172,6 +177,11 @@ def train_planner_grpo(
         **{k: v for k, v in start.metadata.items() if k not in ("version", "stage")},
         "stage": "grpo",
         "started_from": start.version,
+        "start_stage": start.metadata.get("stage"),
+        # a start that was itself trained (on other memories, perhaps) passes its memories on
+        "train_memory_ids": sorted(
+            set(start.train_memory_ids) | {row["memory_id"] for row in rows}
+        ),
         "grpo": {k: v for k, v in report.items() if not k.endswith("_curve")},
     }
     metrics = {
