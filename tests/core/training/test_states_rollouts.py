@@ -176,3 +176,40 @@ def test_collect_node_min_rounds_runs_the_teacher_past_a_sufficient_verdict(memo
     assert sorted(table["round_index"]) == [1, 2, 3]
     with pytest.raises(ConfigError, match="min_rounds"):
         collect_planner_states(questions, memory, {"min_rounds": 0}, loop)
+
+
+def test_later_round_share_reserves_places_for_states_after_round_one(memory, roles):
+    records, _ = collect_states([QUESTION], memory, roles, LOOP, HeuristicPlanner())
+    first = records[0]
+    variants = [
+        type(first)(
+            **{
+                **vars(first),
+                "state_id": f"s{i}",
+                "gold_turn_ids": ["D1:1"],
+                "found_turn_ids": [],
+                "round_index": 2 if i < 2 else 1,  # s0 and s1 are later-round states
+            }
+        )
+        for i in range(8)
+    ]
+
+    def taken(share):
+        sampled = []
+
+        def sampler(record, n):
+            sampled.append(record.state_id)
+            return [plan("pasta")] * n
+
+        filter_states(
+            variants, sampler, memory, LOOP, REWARD, 2, max_states=4, later_round_share=share
+        )
+        return set(sampled)
+
+    assert len(taken(None)) == 4 and not {"s0", "s1"} <= taken(None)  # seed 0's shuffle
+    assert {"s0", "s1"} <= taken(0.5)  # ceil(0.5 * 4) = 2 places, both later states
+    later = taken(0.25)
+    assert len(later) == 4 and len(later & {"s0", "s1"}) >= 1
+    assert taken(1.0) >= {"s0", "s1"} and len(taken(1.0)) == 4  # too few: the rest fill in
+    with pytest.raises(ConfigError, match="later_round_share"):
+        taken(1.5)

@@ -4,11 +4,13 @@ filtering (keep states where the planner's samples disagree about what they reco
 from __future__ import annotations
 
 import logging
+import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.loop import LoopSettings, retrieve_round
 from mera_pipelines.core.memory import MemoryIndex
 from mera_pipelines.core.training.reward import (
@@ -162,6 +164,21 @@ class FilterReport:
         ]
 
 
+def _take(
+    ordered: list[PlannerStateRecord], count: int, later_round_share: float | None
+) -> list[PlannerStateRecord]:
+    """The first ``count`` states, with ``later_round_share`` of the places (rounded up) kept
+    for states after round 1; both parts keep ``ordered``'s order."""
+    if later_round_share is None:
+        return ordered[:count]
+    later = [r for r in ordered if r.round_index > 1]
+    quota = min(len(later), math.ceil(later_round_share * count))
+    chosen = {r.state_id for r in later[:quota]}
+    rest = [r.state_id for r in ordered if r.state_id not in chosen]
+    chosen.update(rest[: count - len(chosen)])
+    return [r for r in ordered if r.state_id in chosen]
+
+
 def filter_states(
     records: Sequence[PlannerStateRecord],
     sampler: Sampler,
@@ -173,6 +190,7 @@ def filter_states(
     seed: int = 0,
     progress: Callable[[Sequence], Any] | None = None,
     prefer_teacher_short: bool = True,
+    later_round_share: float | None = None,
 ) -> tuple[list[PlannerStateRecord], list[dict[str, Any]], FilterReport]:
     """Sample ``group_size`` outputs per state and keep the states that teach something: drop
     those where every rollout recovers nothing, or every one recovers all missing evidence.
@@ -182,7 +200,14 @@ def filter_states(
     When ``max_states`` cuts the candidates, ``prefer_teacher_short`` takes the states where
     the teacher's plan falls short first: there the SFT planner, which imitates the teacher,
     has something to gain, while states the teacher solves tend to be solved by every sample
-    and dropped after costing their rollouts."""
+    and dropped after costing their rollouts. ``later_round_share`` reserves that share of the
+    ``max_states`` places for states after round 1 (fewer if there are fewer): most collected
+    states are round-1 states, while the rounds after it are where a planner adds to what the
+    first search found."""
+    if later_round_share is not None and not 0.0 <= later_round_share <= 1.0:
+        raise ConfigError(
+            f"training.filtering.later_round_share must be in [0, 1], got {later_round_share}"
+        )
     report = FilterReport(
         memories=len({r.memory_id for r in records}),
         questions=len({r.question_id for r in records}),
@@ -211,7 +236,7 @@ def filter_states(
         candidates = random.Random(seed).sample(candidates, len(candidates))
         if prefer_teacher_short:  # a stable sort keeps the shuffled order within each part
             candidates.sort(key=lambda r: r.state_id not in short)
-        candidates = candidates[:max_states]
+        candidates = _take(candidates, max_states, later_round_share)
     report.states_into_filtering = len(candidates)
     if group_size == 0:  # filtering off: every state with missing evidence trains
         report.retained = len(candidates)

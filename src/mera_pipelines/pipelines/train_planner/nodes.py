@@ -82,8 +82,8 @@ def filter_training_states(
     params: dict[str, Any],
     loop_params: dict[str, Any],
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any], dict[str, Any]]:
-    """G samples of the warm-started planner per state; keep states whose samples disagree."""
-    start = sft_planners.get("latest")
+    """G samples of the planner GRPO starts from per state; keep states whose samples disagree."""
+    start = _grpo_start(sft_planners, params)
     filtering = dict(params.get("filtering") or {})
     grpo = GRPOSettings.from_params(params.get("grpo"))
     prompt = _prompt_settings(params)
@@ -113,6 +113,7 @@ def filter_training_states(
         seed=int(filtering.get("seed", 0)),
         progress=lambda items: tqdm(items, desc="filter states (rollouts)"),
         prefer_teacher_short=bool(filtering.get("prefer_teacher_short", True)),
+        later_round_share=filtering.get("later_round_share"),
     )
     metrics = {
         f"filter.{key}": {"value": float(value), "step": 0}
@@ -135,11 +136,7 @@ def train_planner_grpo(
     params: dict[str, Any],
     loop_params: dict[str, Any],
 ) -> tuple[PlannerModel, dict[str, Any], dict[str, Any]]:
-    """GRPO from ``training.grpo_start``: the newest SFT planner by default, or a version of it,
-    or any planner folder (a GRPO planner, to train it further)."""
-    start = resolve_planner(
-        str(params.get("grpo_start", "latest")), sft_planners, "training.grpo_start"
-    )
+    start = _grpo_start(sft_planners, params)
     settings = GRPOSettings.from_params(params.get("grpo"))
     prompt = _prompt_settings(params)
     template = load_prompt(DEFAULT_PLAN_PROMPT)
@@ -189,6 +186,15 @@ def train_planner_grpo(
         "grpo.steps": {"value": float(log.steps), "step": 0},
     }
     return PlannerModel(folder, metadata), report, metrics
+
+
+def _grpo_start(sft_planners: PlannerModelStore, params: dict[str, Any]) -> PlannerModel:
+    """``training.grpo_start``: the newest SFT planner by default, or a version of it, or any
+    planner folder (a GRPO planner, to train it further). Filtering samples the same planner,
+    so the retained states are those where the planner being trained disagrees with itself."""
+    return resolve_planner(
+        str(params.get("grpo_start", "latest")), sft_planners, "training.grpo_start"
+    )
 
 
 def _prompt_settings(params: dict[str, Any]) -> dict[str, Any]:
