@@ -113,7 +113,7 @@ def filter_training_states(
         seed=int(filtering.get("seed", 0)),
         progress=lambda items: tqdm(items, desc="filter states (rollouts)"),
         prefer_teacher_short=bool(filtering.get("prefer_teacher_short", True)),
-        later_round_share=filtering.get("later_round_share"),
+        later_round_share=_optional_float(filtering.get("later_round_share")),
     )
     metrics = {
         f"filter.{key}": {"value": float(value), "step": 0}
@@ -195,6 +195,10 @@ def _grpo_start(sft_planners: PlannerModelStore, params: dict[str, Any]) -> Plan
     return resolve_planner(
         str(params.get("grpo_start", "latest")), sft_planners, "training.grpo_start"
     )
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _prompt_settings(params: dict[str, Any]) -> dict[str, Any]:
