@@ -130,21 +130,27 @@ def test_filtering_disabled_keeps_every_state_with_missing_evidence(memory, role
     assert rollouts == []
 
 
-def test_a_state_cap_takes_the_states_the_teacher_falls_short_on_first(memory, roles):
+def state_variants(memory, roles, count, changes):
+    """``count`` copies ``s0``... of the first collected state, each missing gold turn D1:1,
+    with ``changes(i)`` applied to the i-th."""
     records, _ = collect_states([QUESTION], memory, roles, LOOP, HeuristicPlanner())
     first = records[0]
-    variants = [
-        type(first)(
-            **{
-                **vars(first),
-                "state_id": f"s{i}",
-                "gold_turn_ids": ["D1:1"],
-                # the teacher finds D1:1 in the odd states and nothing in the even ones
-                "teacher_output": plan("Maya met Jonas at the climbing gym" if i % 2 else "pasta"),
-            }
-        )
-        for i in range(6)
+    return [
+        type(first)(**{**vars(first), "state_id": f"s{i}", "gold_turn_ids": ["D1:1"], **changes(i)})
+        for i in range(count)
     ]
+
+
+def test_a_state_cap_takes_the_states_the_teacher_falls_short_on_first(memory, roles):
+    variants = state_variants(
+        memory,
+        roles,
+        6,
+        # the teacher finds D1:1 in the odd states and nothing in the even ones
+        lambda i: {
+            "teacher_output": plan("Maya met Jonas at the climbing gym" if i % 2 else "pasta")
+        },
+    )
     sampled = []
 
     def sampler(record, n):
@@ -179,20 +185,13 @@ def test_collect_node_min_rounds_runs_the_teacher_past_a_sufficient_verdict(memo
 
 
 def test_later_round_share_reserves_places_for_states_after_round_one(memory, roles):
-    records, _ = collect_states([QUESTION], memory, roles, LOOP, HeuristicPlanner())
-    first = records[0]
-    variants = [
-        type(first)(
-            **{
-                **vars(first),
-                "state_id": f"s{i}",
-                "gold_turn_ids": ["D1:1"],
-                "found_turn_ids": [],
-                "round_index": 2 if i < 2 else 1,  # s0 and s1 are later-round states
-            }
-        )
-        for i in range(8)
-    ]
+    variants = state_variants(
+        memory,
+        roles,
+        8,
+        # s0 and s1 are later-round states
+        lambda i: {"found_turn_ids": [], "round_index": 2 if i < 2 else 1},
+    )
 
     def taken(share):
         sampled = []
