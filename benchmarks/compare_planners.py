@@ -19,6 +19,7 @@ run resumes where it stopped and two planners can run in two processes (one core
         --planner grpo=data/06_models/planner/<version>
     # or one planner per process, then: --summarise-only with all --planner flags;
     # one planner in two processes: --shard 0/2 and --shard 1/2 (each takes every 2nd question)
+    # seeds of one configuration: --average grpo=grpo_s0+grpo_s1 adds their per-question mean
 """
 
 from __future__ import annotations
@@ -140,7 +141,47 @@ def paired(a: list[float], b: list[float]) -> dict[str, float]:
     return {"mean": mean, "standard_error": math.sqrt(var / n) if n else 0.0}
 
 
-def summarise(names: list[str], questions: list[Question], out: Path) -> dict[str, Any]:
+def parse_average(spec: str, planners: list[str]) -> tuple[str, list[str]]:
+    """``NAME=a+b+c``: a row that averages planners a, b, c per question (e.g. seeds of one
+    configuration); each member must also be a --planner."""
+    name, _, members = spec.partition("=")
+    names = [m for m in members.split("+") if m]
+    if not name or len(names) < 2:
+        raise SystemExit(f"--average {spec!r}: expected NAME=a+b (two or more --planner names)")
+    unknown = [m for m in names if m not in planners]
+    if unknown or name in planners:
+        raise SystemExit(f"--average {spec!r}: {unknown or name} vs the --planner names {planners}")
+    return name, names
+
+
+def average_rows(member_rows: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Per question, the members' mean recall, rounds, turns, seconds and parse failures; only
+    questions every member finished with gold evidence."""
+    common = set.intersection(
+        *({q for q, r in rows.items() if r["final"] is not None} for rows in member_rows)
+    )
+    averaged = {}
+    for qid in common:
+        records = [rows[qid] for rows in member_rows]
+        mean = {
+            key: sum(r[key] for r in records) / len(records)
+            for key in ("round1", "final", "rounds", "turns", "seconds")
+        }
+        failures = sum((r["planner_usage"] or {}).get("parse_failures", 0) for r in records)
+        averaged[qid] = {
+            "question_id": qid,
+            **mean,
+            "planner_usage": {"parse_failures": failures / len(records)},
+        }
+    return averaged
+
+
+def summarise(
+    names: list[str],
+    questions: list[Question],
+    out: Path,
+    averages: dict[str, list[str]] | None = None,
+) -> dict[str, Any]:
     missing = [n for n in names if not out.with_suffix(f".{n}.jsonl").exists()]
     if missing:
         raise SystemExit(f"No results for {missing} next to {out}: run those planners first")
@@ -151,6 +192,9 @@ def summarise(names: list[str], questions: list[Question], out: Path) -> dict[st
         }
         for name in names
     }
+    for name, members in (averages or {}).items():
+        rows[name] = average_rows([rows[m] for m in members])
+    names = [*names, *(averages or {})]
     # Recall is defined for questions with gold evidence; only those every planner finished.
     common = [
         q.question_id
@@ -261,6 +305,12 @@ def main() -> None:
         choices=["auto", "float32", "bfloat16"],
         help="query embedding dtype (embedding.dtype); match the earlier runs you compare with",
     )
+    parser.add_argument(
+        "--average",
+        action="append",
+        default=[],
+        help="NAME=a+b: also summarise the per-question mean of planners a and b (e.g. seeds)",
+    )
     parser.add_argument("--summarise-only", action="store_true")
     parser.add_argument(
         "--reference", default=None, help="the figure's paired differences are from this planner"
@@ -277,9 +327,12 @@ def main() -> None:
     )
     questions = load_questions(project, params)
     planners = [parse_planner(spec) for spec in args.planner]
-    if args.reference and args.reference not in dict(planners):
+    averages = dict(parse_average(spec, [name for name, _ in planners]) for spec in args.average)
+    if args.reference and args.reference not in {**dict(planners), **averages}:
         # checked before any planner runs, not after an hour of evaluation
-        raise SystemExit(f"--reference {args.reference!r} is not one of the --planner names")
+        raise SystemExit(
+            f"--reference {args.reference!r} is neither a --planner nor an --average name"
+        )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if not args.summarise_only:
@@ -298,7 +351,8 @@ def main() -> None:
         "selection": {k: params[k] for k in ("memories", "categories", "max_questions")},
         "loop": params["loop"],
         "planner_folders": dict(planners),
-        **summarise([name for name, _ in planners], questions, out),
+        "averages": averages,
+        **summarise([name for name, _ in planners], questions, out, averages),
     }
     out.write_text(json.dumps(result, indent=2))
     print(f"figure: {plot_summary(result, out.with_suffix('.png'), args.reference)}")

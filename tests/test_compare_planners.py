@@ -92,3 +92,30 @@ def test_gaps_from_a_later_planner_flip_the_stored_pair(results, compare):
     assert error == pytest.approx(math.sqrt(0.125 / 2))
     with pytest.raises(SystemExit, match="sft"):
         compare.final_recall_gaps(summary, "sft")
+
+
+def test_an_average_row_pairs_the_members_per_question_mean(tmp_path, compare):
+    out = tmp_path / "compare.json"
+    _write(out, "heuristic", {"q1": (0.5, 0.5), "q2": (0.0, 1.0), "q3": (1.0, 1.0)})
+    _write(out, "seed0", {"q1": (1.0, 1.0), "q2": (0.0, 0.5), "q3": (1.0, 1.0)})
+    # seed1 has no gold evidence on q3: the average keeps only q1 and q2
+    _write(out, "seed1", {"q1": (0.5, 0.5), "q2": (0.0, 1.0), "q3": (None, None)})
+    questions = [SimpleNamespace(question_id=q) for q in ("q1", "q2", "q3")]
+    summary = compare.summarise(
+        ["heuristic", "seed0", "seed1"], questions, out, {"seeds": ["seed0", "seed1"]}
+    )
+    assert summary["n_questions"] == 2
+    # per question: q1 (1.0 + 0.5) / 2 = 0.75, q2 (0.5 + 1.0) / 2 = 0.75
+    assert summary["planners"]["seeds"]["final_recall"] == pytest.approx(0.75)
+    pair = summary["paired_final"]["seeds_minus_heuristic"]
+    # differences 0.25 and -0.25: mean 0, sample variance 0.125
+    assert pair["mean"] == pytest.approx(0.0)
+    assert pair["standard_error"] == pytest.approx(math.sqrt(0.125 / 2))
+
+
+def test_an_average_must_name_two_known_planners(compare):
+    assert compare.parse_average("g=a+b", ["a", "b"]) == ("g", ["a", "b"])
+    with pytest.raises(SystemExit, match="two or more"):
+        compare.parse_average("g=a", ["a", "b"])
+    with pytest.raises(SystemExit, match="c"):
+        compare.parse_average("g=a+c", ["a", "b"])
