@@ -53,6 +53,28 @@ def latest_version(dataset_folder: Path) -> Path:
     return versions[-1] / dataset_folder.name
 
 
+def evaluation_params(
+    memories: str | None, categories: str | None, max_questions: int | None
+) -> dict[str, Any]:
+    """conf/base's evaluation parameters with the question selection of the command line."""
+    params = yaml.safe_load(CONF.read_text())["evaluation"]
+    params.update(
+        memories=memories.split(",") if memories else None,
+        categories=categories.split(",") if categories else None,
+        max_questions=max_questions,
+    )
+    return params
+
+
+def open_memory(project: Path, dtype: str) -> MemoryIndex:
+    """The project's built LanceDB memory with the packaged embedder for queries."""
+    return MemoryIndex(
+        str(project / "data" / "05_model_input" / "memory.lancedb"),
+        "facts",
+        load_embedder(dtype=dtype),
+    )
+
+
 def load_questions(project: Path, params: dict[str, Any]) -> list[Question]:
     frame = pd.read_parquet(latest_version(project / "data" / "03_primary" / "questions.parquet"))
     return evaluation.select_questions(from_frame(frame, Question), params)
@@ -319,12 +341,7 @@ def main() -> None:
     args = parser.parse_args()
 
     project = Path(args.project)
-    params = yaml.safe_load(CONF.read_text())["evaluation"]
-    params.update(
-        memories=args.memories.split(",") if args.memories else None,
-        categories=args.categories.split(",") if args.categories else None,
-        max_questions=args.max_questions,
-    )
+    params = evaluation_params(args.memories, args.categories, args.max_questions)
     questions = load_questions(project, params)
     planners = [parse_planner(spec) for spec in args.planner]
     averages = dict(parse_average(spec, [name for name, _ in planners]) for spec in args.average)
@@ -337,11 +354,7 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     if not args.summarise_only:
         settings = LoopSettings.from_params(params["loop"])
-        memory = MemoryIndex(
-            str(project / "data" / "05_model_input" / "memory.lancedb"),
-            "facts",
-            load_embedder(dtype=args.dtype),
-        )
+        memory = open_memory(project, args.dtype)
         shard = shard_of(questions, args.shard)
         for name, folder in planners:
             run_planner(name, folder, shard, memory, settings, out, args.threads)

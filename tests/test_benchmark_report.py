@@ -5,21 +5,16 @@ here: speed is measured by the benchmarks, never in tests)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+from tests.support.benchmark_scripts import BENCHMARKS, load_benchmark_script
 
 
 @pytest.fixture(scope="module")
 def suite():
-    spec = importlib.util.spec_from_file_location("run_suite", BENCHMARKS / "run_suite.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark_script("run_suite")
 
 
 @pytest.fixture(scope="module")

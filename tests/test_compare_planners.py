@@ -5,30 +5,19 @@ No planner runs here: the per-question result files are written by the test."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+from tests.support.benchmark_scripts import load_benchmark_script
 
 
 @pytest.fixture(scope="module")
 def compare():
-    sys.path.insert(0, str(BENCHMARKS))  # the script imports its sibling benchlib
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "compare_planners", BENCHMARKS / "compare_planners.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return module
+    return load_benchmark_script("compare_planners")
 
 
 def _write(out: Path, name: str, rows: dict[str, tuple[float | None, float | None]]) -> None:
