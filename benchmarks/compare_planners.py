@@ -171,8 +171,10 @@ def parse_average(spec: str, planners: list[str]) -> tuple[str, list[str]]:
     if not name or len(names) < 2:
         raise SystemExit(f"--average {spec!r}: expected NAME=a+b (two or more --planner names)")
     unknown = [m for m in names if m not in planners]
-    if unknown or name in planners:
-        raise SystemExit(f"--average {spec!r}: {unknown or name} vs the --planner names {planners}")
+    if unknown:
+        raise SystemExit(f"--average {spec!r}: {unknown} are not --planner names {planners}")
+    if name in planners:
+        raise SystemExit(f"--average {spec!r}: {name!r} is already a --planner name")
     return name, names
 
 

@@ -106,5 +106,7 @@ def test_an_average_must_name_two_known_planners(compare):
     assert compare.parse_average("g=a+b", ["a", "b"]) == ("g", ["a", "b"])
     with pytest.raises(SystemExit, match="two or more"):
         compare.parse_average("g=a", ["a", "b"])
-    with pytest.raises(SystemExit, match="c"):
+    with pytest.raises(SystemExit, match=r"\['c'\] are not --planner names"):
         compare.parse_average("g=a+c", ["a", "b"])
+    with pytest.raises(SystemExit, match="'a' is already a --planner name"):
+        compare.parse_average("a=a+b", ["a", "b"])
