@@ -99,20 +99,21 @@ def main() -> None:
     questions = [by_id[qid] for qid in picked]
     settings = LoopSettings.from_params(params["loop"])
     memory = open_memory(project, args.dtype)
+    folders = dict(map(parse_planner, args.planner))
     planners = {}
-    for name, folder in map(parse_planner, args.planner):
+    for name, folder in folders.items():
         roles = build_roles(folder, questions, args.threads)
         trajectories = [run_mera(q, memory, roles, settings) for q in questions]
-        planners[name] = later_round_shapes(trajectories)
+        planners[name] = shapes = later_round_shapes(trajectories)
         print(
-            f"[{name}] {json.dumps({k: planners[name][k] for k in ('queries', 'repeats_a_word')})}"
+            f"[{name}] {shapes['queries']} later-round queries, {shapes['repeats_a_word']} repeat a word"
         )
     result = {
         "benchmark": "later_round_queries",
         "machine": machine(),
         "rows": args.rows,
         "question_ids": picked,
-        "planner_folders": dict(map(parse_planner, args.planner)),
+        "planner_folders": folders,
         "planners": planners,
     }
     out = Path(args.out)
