@@ -70,8 +70,9 @@ def test_clean_plan_has_no_penalty():
 
 
 def test_penalties_for_entities_intents_and_length():
-    many_entities = {"desired_fact": "gym visits", "entities": list("abcdef")}  # 6 > 4: 2 extra
-    too_short = {"desired_fact": "gym"}  # 1 word < 2
+    six_names = ["Ana", "Ben", "Cai", "Dov", "Eli", "Fay"]
+    many_entities = {"desired_fact": "gym visits", "entities": six_names}  # 6 > 4: 2 extra
+    too_short = {"desired_fact": "gym"}  # 1 distinct content word < 3
     fine = {"desired_fact": "Maya's sister", "entities": ["Lena"]}
     extra = {"desired_fact": "another intent beyond the limit"}
     plan = parse_plan_output(_plan(many_entities, too_short, fine, extra), SETTINGS)
@@ -79,6 +80,26 @@ def test_penalties_for_entities_intents_and_length():
     assert plan.penalty == pytest.approx(4 * SETTINGS.penalty)
     assert len(plan.intents) == SETTINGS.max_intents
     assert len(plan.intents[0].entities) == SETTINGS.max_entities
+
+
+@pytest.mark.parametrize(
+    ("intent", "short"),
+    [
+        ({"desired_fact": "visit", "entities": ["visit"], "topics": ["visit"]}, True),  # 1 word
+        ({"desired_fact": "visit Nate", "topics": ["visit"]}, True),  # 2 distinct words
+        ({"desired_fact": "what was mentioned about Maria"}, True),  # stopwords do not count
+        ({"desired_fact": "state Nate visit", "entities": ["Nate"]}, False),  # 3 distinct
+    ],
+)
+def test_query_length_counts_distinct_content_words(intent, short):
+    plan = parse_plan_output(_plan(intent), SETTINGS)
+    assert plan.penalty == pytest.approx(SETTINGS.penalty if short else 0.0)
+
+
+def test_too_long_query_counts_repeated_words_too():
+    words = ["gym", "climbing", "Maya"] * 11  # 33 words > 30, only 3 distinct
+    plan = parse_plan_output(_plan({"desired_fact": " ".join(words)}), SETTINGS)
+    assert plan.penalty == pytest.approx(SETTINGS.penalty)
 
 
 def test_unparseable_output_gets_the_fixed_low_reward():

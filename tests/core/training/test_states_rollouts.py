@@ -82,9 +82,13 @@ def test_reward_function_takes_trl_columns_and_logs_metrics(memory):
         trainer_state=None,
     )
     assert values == [pytest.approx(1.0), REWARD.unparseable]
-    assert logged == {"recall_gained": 0.5, "parse_failure_rate": 0.5}
+    assert logged == {"recall_gained": 0.5, "parse_failure_rate": 0.5, "format_penalty": 0.0}
     assert reward.completions == 2 and reward.parse_failures == 1
     assert reward.__name__ == "retrieval_reward"
+
+    padded = [[{"role": "assistant", "content": plan("Pepper Pepper Pepper")}]]
+    reward(padded, padded, ["m"], [["D2:1"]], [[]], [2], log_metric=logged.__setitem__)
+    assert logged["format_penalty"] == pytest.approx(REWARD.penalty)  # 1 distinct word < 3
 
 
 def test_filtering_keeps_only_states_whose_samples_disagree(memory, roles):

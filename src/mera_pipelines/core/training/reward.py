@@ -9,7 +9,8 @@ output recovers and ``p`` the share of gold already found,
 
 so finishing a nearly complete evidence set earns more than the same share early on, and a turn
 counts once however many intents hit it (the search merges and deduplicates). Small penalties
-keep the output usable: too many entities, queries too short or too long, unparseable output.
+keep the output usable: too many entities, queries too short (in distinct content words) or too
+long, unparseable output.
 """
 
 from __future__ import annotations
@@ -23,15 +24,16 @@ from mera_pipelines.core.llm.json_repair import parse_json_lenient
 from mera_pipelines.core.records import Intent
 from mera_pipelines.core.roles.planner import parse_intents
 from mera_pipelines.core.settings import settings_from_params
-from mera_pipelines.core.text import tokenize
+from mera_pipelines.core.text import content_words, tokenize
 
 
 @dataclass(frozen=True)
 class RewardSettings:
     max_entities: int = 4  # per intent; each one more costs `penalty`
     max_intents: int = 3  # intents beyond this are ignored and cost `penalty` each
-    min_query_words: int = 2
-    max_query_words: int = 30
+    # distinct content words a query needs: "visit visit visit" or "mentioned Maria" is too short
+    min_query_words: int = 3
+    max_query_words: int = 30  # all words, repeats included
     penalty: float = 0.05
     unparseable: float = -0.2  # the whole reward of an output with no usable intent
 
@@ -104,11 +106,18 @@ def parse_plan_output(text: str, settings: RewardSettings) -> ParsedPlan:
     intents = intents[: settings.max_intents]
     for intent in intents:
         penalty += settings.penalty * max(0, len(intent.entities) - settings.max_entities)
-        words = len(tokenize(intent.query_text()))
-        if words < settings.min_query_words or words > settings.max_query_words:
+        if query_length_is_bad(intent.query_text(), settings):
             penalty += settings.penalty
         intent.entities = intent.entities[: settings.max_entities]
     return ParsedPlan(intents, False, penalty)
+
+
+def query_length_is_bad(query: str, settings: RewardSettings) -> bool:
+    """True for a query the reward penalises: too few distinct content words, or too many words."""
+    # Distinct content words, not tokens: the planner learnt to pad a query by writing one word
+    # into desired_fact, entities and topics (docs/benchmarks.md, tenth session).
+    distinct = len(set(content_words(query)))
+    return distinct < settings.min_query_words or len(tokenize(query)) > settings.max_query_words
 
 
 def total_reward(

@@ -116,6 +116,8 @@ class RetrievalReward:
         if log_metric is not None and outcomes:
             log_metric("recall_gained", sum(o.recovered_share for o in outcomes) / len(outcomes))
             log_metric("parse_failure_rate", failures / len(outcomes))
+            # short or long queries, too many intents or entities: is the format learnt?
+            log_metric("format_penalty", sum(o.penalty for o in outcomes) / len(outcomes))
         return [o.reward for o in outcomes]
 
 

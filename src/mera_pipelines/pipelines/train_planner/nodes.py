@@ -169,6 +169,7 @@ def train_planner_grpo(
         "reward_std_curve": log.curve("reward_std"),
         "recall_gained_curve": log.curve("recall_gained"),
         "parse_failure_curve": log.curve("parse_failure_rate"),
+        "format_penalty_curve": log.curve("format_penalty"),
     }
     metadata = {
         **{k: v for k, v in start.metadata.items() if k not in ("version", "stage")},
