@@ -114,10 +114,13 @@ def shard_of(questions: list[Question], spec: str | None) -> list[Question]:
     return questions[int(index) :: int(count)]
 
 
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The per-question rows of one planner's ``<out>.<planner>.jsonl``."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
 def done_ids(path: Path) -> set[str]:
-    if not path.exists():
-        return set()
-    return {json.loads(line)["question_id"] for line in path.read_text().splitlines() if line}
+    return {row["question_id"] for row in read_rows(path)} if path.exists() else set()
 
 
 def run_planner(
@@ -210,10 +213,7 @@ def summarise(
     if missing:
         raise SystemExit(f"No results for {missing} next to {out}: run those planners first")
     rows = {
-        name: {
-            r["question_id"]: r
-            for r in map(json.loads, out.with_suffix(f".{name}.jsonl").read_text().splitlines())
-        }
+        name: {r["question_id"]: r for r in read_rows(out.with_suffix(f".{name}.jsonl"))}
         for name in names
     }
     for name, members in (averages or {}).items():

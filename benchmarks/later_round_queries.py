@@ -27,6 +27,7 @@ from compare_planners import (
     load_questions,
     open_memory,
     parse_planner,
+    read_rows,
 )
 
 from mera_pipelines.core.loop import LoopSettings, run_mera
@@ -49,7 +50,7 @@ def query_shape(query: str) -> Counter:
 
 def multi_round_sample(rows_path: Path, sample: int) -> list[str]:
     """Every k-th question (in file order) with gold evidence and more than one round."""
-    rows = [json.loads(line) for line in rows_path.read_text().splitlines() if line]
+    rows = read_rows(rows_path)
     multi = [r["question_id"] for r in rows if r["final"] is not None and r["rounds"] > 1]
     if not multi:
         raise SystemExit(f"{rows_path}: no question with gold evidence and more than one round")

@@ -31,7 +31,7 @@ from mera_pipelines.core.training.reward import (
 )
 
 
-def plan_has_bad_query(text: str, settings: RewardSettings) -> tuple[int, int] | None:
+def bad_query_counts(text: str, settings: RewardSettings) -> tuple[int, int] | None:
     """(intents, intents with a bad length) of one plan; None when it has no intent (unparseable,
     or empty: the heuristic teacher's "nothing new to ask")."""
     plan = parse_plan_output(text, settings)
@@ -44,7 +44,7 @@ def plan_has_bad_query(text: str, settings: RewardSettings) -> tuple[int, int] |
 def count_plans(texts: Iterable[str], settings: RewardSettings) -> dict[str, Any]:
     plans = intents = bad_intents = plans_with_bad = without_intents = 0
     for text in texts:
-        counts = plan_has_bad_query(text, settings)
+        counts = bad_query_counts(text, settings)
         if counts is None:
             without_intents += 1
             continue
@@ -66,7 +66,7 @@ def recovered_by_query_length(rollouts: pd.DataFrame, settings: RewardSettings) 
     """Mean recovered share of parseable sampled plans with and without a bad-length query."""
     groups: dict[str, list[float]] = {"with_bad_query": [], "without": []}
     for text, recovered in zip(rollouts["completion"], rollouts["recovered_share"], strict=True):
-        counts = plan_has_bad_query(text, settings)
+        counts = bad_query_counts(text, settings)
         if counts is not None:
             groups["with_bad_query" if counts[1] else "without"].append(float(recovered))
     return {
