@@ -40,3 +40,7 @@ def test_trl_extra_cannot_shadow_a_grpo_setting():
 
     with pytest.raises(ConfigError, match="gradient_checkpointing"):
         GRPOSettings.from_params({"trl_extra": {"gradient_checkpointing": True}})
+    # arguments derived from settings, too: a duplicate would be a TypeError inside trl
+    for derived in ("activation_checkpointing", "per_device_train_batch_size", "output_dir"):
+        with pytest.raises(ConfigError, match=derived):
+            GRPOSettings.from_params({"trl_extra": {derived: 1}})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 
 import pytest
 
@@ -25,6 +26,13 @@ from tests.support.embedding import HashingEmbedder
 
 PROMPT = [{"role": "user", "content": "Question: what breed is the dog of Maya's friend?"}]
 TEACHER = json.dumps({"intents": [{"desired_fact": "Maya friend dog breed"}]})
+
+
+@pytest.fixture(autouse=True)
+def trainer_output_in_tmp_path(tmp_path, monkeypatch):
+    # run_sft / run_grpo write into a fresh temp folder that the planner-model dataset removes
+    # after saving; these tests call the trainers directly, so keep their folders under tmp_path
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +109,6 @@ def test_activation_recomputation_is_a_setting_off_by_default(tmp_path):
     # trl defaults it to on; on CPU it only costs a second forward pass per step
     from mera_pipelines.core.training.trainers import _common_arguments
 
-    assert _common_arguments(SFTSettings(), tmp_path)["gradient_checkpointing"] is False
+    assert _common_arguments(SFTSettings(), tmp_path)["activation_checkpointing"] is False
     on = GRPOSettings(gradient_checkpointing=True)
-    assert _common_arguments(on, tmp_path)["gradient_checkpointing"] is True
+    assert _common_arguments(on, tmp_path)["activation_checkpointing"] is True

@@ -69,11 +69,12 @@ class GRPOSettings:
         settings = settings_from_params(cls, params, "training.grpo")
         if settings.num_generations < 2:
             raise ConfigError("training.grpo.num_generations must be >= 2 (group advantages)")
-        own = sorted(set(settings.trl_extra) & set(cls.__dataclass_fields__))
+        set_here = set(cls.__dataclass_fields__) | set(_grpo_arguments(settings, Path()))
+        own = sorted(set(settings.trl_extra) & set_here)
         if own:
             raise ConfigError(
-                f"training.grpo.trl_extra sets {own}, which are settings of training.grpo "
-                "itself: set them there"
+                f"training.grpo.trl_extra sets {own}, which training.grpo already sets "
+                "(a setting of its own, or an argument derived from one): set them there"
             )
         return settings
 
@@ -147,9 +148,27 @@ def _common_arguments(settings: SFTSettings | GRPOSettings, output: Path) -> dic
         "report_to": "none",
         "use_cpu": settings.use_cpu,
         "bf16": settings.bf16,
-        "gradient_checkpointing": settings.gradient_checkpointing,
+        # transformers 5.24 renamed gradient_checkpointing; trl still defaults the old name to
+        # True, so only setting the new one both turns it off and avoids a FutureWarning
+        "activation_checkpointing": settings.gradient_checkpointing,
         "seed": settings.seed,
         "dataloader_num_workers": 0,
+    }
+
+
+def _grpo_arguments(settings: GRPOSettings, output: Path) -> dict[str, Any]:
+    """GRPOConfig arguments from the settings (``trl_extra`` comes on top)."""
+    return {
+        **_common_arguments(settings, output),
+        "max_steps": settings.steps,
+        "per_device_train_batch_size": settings.prompts_per_step * settings.num_generations,
+        "num_generations": settings.num_generations,
+        "max_completion_length": settings.max_completion_length,
+        "beta": settings.beta,
+        "epsilon": settings.epsilon,
+        "temperature": settings.temperature,
+        "use_vllm": settings.use_vllm,
+        "vllm_mode": settings.vllm_mode,
     }
 
 
@@ -236,19 +255,7 @@ def run_grpo(
         )
     model, tokenizer = _load(start_folder, threads)
     output = Path(tempfile.mkdtemp(prefix="mera-grpo-"))
-    config = GRPOConfig(
-        **_common_arguments(settings, output),
-        max_steps=settings.steps,
-        per_device_train_batch_size=settings.prompts_per_step * settings.num_generations,
-        num_generations=settings.num_generations,
-        max_completion_length=settings.max_completion_length,
-        beta=settings.beta,
-        epsilon=settings.epsilon,
-        temperature=settings.temperature,
-        use_vllm=settings.use_vllm,
-        vllm_mode=settings.vllm_mode,
-        **settings.trl_extra,
-    )
+    config = GRPOConfig(**_grpo_arguments(settings, output), **settings.trl_extra)
     log = TrainingLog()
     trainer = GRPOTrainer(
         model=model,
