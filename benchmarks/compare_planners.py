@@ -281,7 +281,8 @@ def plot_summary(result: dict[str, Any], path: Path, reference: str | None = Non
 
     names = list(result["planners"])
     reference = reference or names[0]
-    fig, (bars, diffs) = plt.subplots(1, 2, figsize=(11, 4))
+    # a wider figure as planners are added, so their names stay readable
+    fig, (bars, diffs) = plt.subplots(1, 2, figsize=(max(11, 1.6 * len(names)), 4.5))
     width = 0.38
     for offset, key, label in (
         (-width / 2, "round1_recall", "round 1"),
@@ -290,7 +291,7 @@ def plot_summary(result: dict[str, Any], path: Path, reference: str | None = Non
         values = [result["planners"][n][key] for n in names]
         drawn = bars.bar([i + offset for i in range(len(names))], values, width, label=label)
         bars.bar_label(drawn, fmt="%.3f", fontsize=7)
-    bars.set_xticks(range(len(names)), names)
+    bars.set_xticks(range(len(names)), names, rotation=30, ha="right")
     bars.set_ylim(0, 1)
     bars.set_ylabel("evidence recall")
     bars.set_title(f"{result['n_questions']} questions")
@@ -301,7 +302,11 @@ def plot_summary(result: dict[str, Any], path: Path, reference: str | None = Non
     errors = [100 * error for _, error in gaps.values()]
     diffs.errorbar(range(len(others)), means, yerr=errors, fmt="o", capsize=4)
     diffs.axhline(0, color="grey", linewidth=0.8)
-    diffs.set_xticks(range(len(others)), others)
+    if "heuristic" in gaps:  # the learned planners' other bar: level with the built-in planner
+        level = 100 * gaps["heuristic"][0]
+        diffs.axhline(level, color="grey", linestyle="--", linewidth=0.8, label="heuristic")
+        diffs.legend(loc="lower right", fontsize=8)
+    diffs.set_xticks(range(len(others)), others, rotation=30, ha="right")
     diffs.set_ylabel(f"final recall - {reference} (points)")
     diffs.set_title("paired difference, +- 1 standard error")
     fig.tight_layout()
