@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import warnings
 
 import pytest
 
@@ -107,8 +108,15 @@ def test_sampler_returns_n_completions(tiny_model):
 
 def test_activation_recomputation_is_a_setting_off_by_default(tmp_path):
     # trl defaults it to on; on CPU it only costs a second forward pass per step
-    from mera_pipelines.core.training.trainers import _common_arguments
+    # checked on the real trl configs, whose own default for the old name is True
+    from trl import GRPOConfig, SFTConfig
 
-    assert _common_arguments(SFTSettings(), tmp_path)["activation_checkpointing"] is False
-    on = GRPOSettings(gradient_checkpointing=True)
-    assert _common_arguments(on, tmp_path)["activation_checkpointing"] is True
+    from mera_pipelines.core.training.trainers import _common_arguments, _grpo_arguments
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # no deprecated argument names either
+        sft = SFTConfig(**_common_arguments(SFTSettings(), tmp_path))
+        grpo = GRPOConfig(**_grpo_arguments(GRPOSettings(), tmp_path))
+        on = GRPOConfig(**_grpo_arguments(GRPOSettings(gradient_checkpointing=True), tmp_path))
+    assert sft.gradient_checkpointing is False and grpo.gradient_checkpointing is False
+    assert on.gradient_checkpointing is True
