@@ -10,6 +10,7 @@ from mera_pipelines.core.training.reward import (
     RewardSettings,
     gold_progress,
     parse_plan_output,
+    plan_is_clean,
     retrieval_reward,
     total_reward,
 )
@@ -127,3 +128,16 @@ def test_reward_settings_reject_unknown_keys():
 
     with pytest.raises(ConfigError, match="Unknown reward settings"):
         RewardSettings.from_params({"bonus": 1})
+
+
+@pytest.mark.parametrize(
+    ("text", "clean"),
+    [
+        ('{"intents": [{"desired_fact": "Nate travel plans", "entities": ["Nate"]}]}', True),
+        ('{"intents": []}', False),  # the teacher's "nothing left to ask": scored as unparseable
+        ('{"intents": [{"desired_fact": "mentioned Maria"}]}', False),  # 2 content words
+        ("I would search for the gym", False),
+    ],
+)
+def test_a_clean_plan_parses_and_earns_no_penalty(text, clean):
+    assert plan_is_clean(text, SETTINGS) is clean

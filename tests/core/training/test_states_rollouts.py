@@ -216,3 +216,44 @@ def test_later_round_share_reserves_places_for_states_after_round_one(memory, ro
     assert taken(1.0) >= {"s0", "s1"} and len(taken(1.0)) == 4  # too few: the rest fill in
     with pytest.raises(ConfigError, match="later_round_share"):
         taken(1.5)
+
+
+def test_sft_can_skip_teacher_plans_the_reward_penalises(memory, roles, monkeypatch, tmp_path):
+    from mera_pipelines.core.records import to_frame
+    from mera_pipelines.core.training.model_store import PlannerModel
+    from mera_pipelines.core.training.states import PlannerStateRecord
+    from mera_pipelines.pipelines.train_planner import nodes
+
+    outputs = [
+        plan("Maya met Jonas gym"),
+        '{"intents": []}',
+        plan("pasta"),
+        plan("Jonas dog Pepper"),
+    ]
+    variants = state_variants(memory, roles, 4, lambda i: {"teacher_output": outputs[i]})
+    states = to_frame(variants, PlannerStateRecord)
+    trained = []
+
+    class Log:
+        def summary(self):
+            return {}
+
+    def fake_sft(folder, examples, settings, threads, log_metrics):
+        trained.append([answer for _, answer in examples])
+        return tmp_path, Log()
+
+    monkeypatch.setattr(nodes, "run_sft", fake_sft)
+    base = PlannerModel(tmp_path, {"stage": "base"})
+    split = {"train_memory_ids": ["m"]}
+    _, report = nodes.warm_start_planner(base, states, split, {"sft": {}})
+    assert trained[-1] == outputs and report["skipped_penalised_plans"] == 0
+    _, report = nodes.warm_start_planner(
+        base, states, split, {"sft": {"skip_penalised_plans": True}}
+    )
+    # the empty plan is scored as unparseable and "pasta" is one word short of three
+    assert trained[-1] == [outputs[0], outputs[3]]
+    assert report["examples"] == 2 and report["skipped_penalised_plans"] == 2
+    with pytest.raises(ConfigError, match="skip_penalised_plans"):
+        nodes.warm_start_planner(
+            base, states.iloc[1:3], split, {"sft": {"skip_penalised_plans": True}}
+        )

@@ -112,6 +112,12 @@ def parse_plan_output(text: str, settings: RewardSettings) -> ParsedPlan:
     return ParsedPlan(intents, False, penalty)
 
 
+def plan_is_clean(text: str, settings: RewardSettings) -> bool:
+    """True if the reward parses the plan and charges it no format penalty."""
+    plan = parse_plan_output(text, settings)
+    return not plan.parse_failed and plan.penalty == 0.0
+
+
 def query_length_is_bad(query: str, settings: RewardSettings) -> bool:
     """True for a query the reward penalises: too few distinct content words, or too many words."""
     # Distinct content words, not tokens: the planner learnt to pad a query by writing one word

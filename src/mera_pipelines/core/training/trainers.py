@@ -32,6 +32,9 @@ class SFTSettings:
     batch_size: int = 4
     learning_rate: float = 5e-5
     max_length: int = 768
+    # Train only on teacher plans the GRPO reward would not penalise. The heuristic teacher's
+    # later-round plans often ask one or two words, which the reward charges for.
+    skip_penalised_plans: bool = False
     seed: int = 0
     use_cpu: bool = True  # false on GPUs (conf/paper)
     bf16: bool = False

@@ -21,7 +21,7 @@ from mera_pipelines.core.training.model_store import (
     read_model_folder,
     resolve_planner,
 )
-from mera_pipelines.core.training.reward import RewardSettings
+from mera_pipelines.core.training.reward import RewardSettings, plan_is_clean
 from mera_pipelines.core.training.rollouts import RetrievalReward, filter_states
 from mera_pipelines.core.training.states import PlannerStateRecord
 from mera_pipelines.core.training.trainers import (
@@ -63,6 +63,17 @@ def warm_start_planner(
     if not settings.enabled:
         return PlannerModel(base.folder, {**metadata, "stage": "base"}), {"enabled": False}
     records = _records(states)
+    skipped = 0
+    if settings.skip_penalised_plans:
+        reward = RewardSettings.from_params(params.get("reward"))
+        clean = [r for r in records if plan_is_clean(r.teacher_output, reward)]
+        skipped = len(records) - len(clean)
+        if not clean:
+            raise ConfigError(
+                f"training.sft.skip_penalised_plans: all {len(records)} teacher plans earn a "
+                "reward penalty; nothing is left to train on (turn the option off)"
+            )
+        records = clean
     template = load_prompt(DEFAULT_PLAN_PROMPT)
     examples = [
         (render_plan_prompt(template, r.planner_state(), prompt["graph_chars"]), r.teacher_output)
@@ -71,7 +82,12 @@ def warm_start_planner(
     folder, log = run_sft(
         base.folder, examples, settings, params.get("torch_threads"), mlflow_step_logger()
     )
-    report = {"enabled": True, "examples": len(examples), **log.summary()}
+    report = {
+        "enabled": True,
+        "examples": len(examples),
+        "skipped_penalised_plans": skipped,
+        **log.summary(),
+    }
     return PlannerModel(folder, {**metadata, "stage": "sft", "sft": report}), report
 
 
