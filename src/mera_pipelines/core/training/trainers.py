@@ -33,7 +33,7 @@ class SFTSettings:
     learning_rate: float = 5e-5
     max_length: int = 768
     # Train only on teacher plans the GRPO reward would not penalise. The heuristic teacher's
-    # later-round plans often ask one or two words, which the reward charges for.
+    # later-round plans are often empty (scored as unparseable) or ask one or two words.
     skip_penalised_plans: bool = False
     seed: int = 0
     use_cpu: bool = True  # false on GPUs (conf/paper)
