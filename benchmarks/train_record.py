@@ -1,0 +1,141 @@
+"""One train run's figures as a benchmark record, read back from the project's MLflow store.
+
+``kedro run --pipeline=train`` logs each stage's report (``reports/*_report.json``) and each
+node's wall time (metric ``seconds.<node>``) to MLflow. This script turns one such run into the
+JSON the docs quote (``benchmarks/results/train_*.json``): the command and environment Kedro
+recorded, every node's seconds, the whole run's wall time, the stage reports, and a few
+figures derived from the GRPO curves (reward over the first and last steps, steps whose
+rewards were all equal, so GRPO had no advantage to learn from).
+
+    python benchmarks/train_record.py --project <project> --out benchmarks/results/train_x.json \\
+        --note "what was run and why"              # the newest run of the project
+    python benchmarks/train_record.py --project <project> --run-id <mlflow run id> --out ...
+
+Nothing is run here; a run still going or failed is recorded with its status, and the record
+says which reports are missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+EXPERIMENT = "mera_pipelines"  # conf/base/mlflow.yml
+STAGE_REPORTS = ("synthesis", "collect", "sft", "filter", "grpo")
+EDGE_STEPS = 10  # GRPO reward is averaged over this many first and last steps
+
+
+def open_client(project: Path):
+    from mlflow.tracking import MlflowClient
+
+    store = project / "mlflow.db"
+    if not store.is_file():
+        raise SystemExit(f"{store}: no MLflow store; run `kedro run --pipeline=train` there first")
+    return MlflowClient(tracking_uri=f"sqlite:///{store}")
+
+
+def find_run(client, run_id: str | None, experiment: str = EXPERIMENT):
+    """The run asked for, or the newest run of the experiment."""
+    if run_id:
+        return client.get_run(run_id)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        raise SystemExit(f"No MLflow experiment {experiment!r} in this project")
+    runs = client.search_runs(
+        [found.experiment_id], order_by=["attribute.start_time DESC"], max_results=1
+    )
+    if not runs:
+        raise SystemExit(f"MLflow experiment {experiment!r} has no runs")
+    return runs[0]
+
+
+def stage_reports(client, run_id: str) -> dict[str, Any]:
+    """``<stage>_report`` for every stage report the run logged under ``reports/``."""
+    logged = {Path(a.path).name for a in client.list_artifacts(run_id, "reports")}
+    reports = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for stage in STAGE_REPORTS:
+            name = f"{stage}_report.json"
+            if name in logged:
+                path = client.download_artifacts(run_id, f"reports/{name}", folder)
+                reports[f"{stage}_report"] = json.loads(Path(path).read_text())
+    return reports
+
+
+def grpo_figures(grpo_report: dict[str, Any], edge: int = EDGE_STEPS) -> dict[str, Any]:
+    """Reward early and late in training, and steps where every completion scored the same."""
+    rewards = grpo_report.get("reward_curve") or []
+    spreads = grpo_report.get("reward_std_curve") or []
+    if not rewards:
+        return {}
+    return {
+        f"reward_mean_first_{edge}_steps": statistics.fmean(rewards[:edge]),
+        f"reward_mean_last_{edge}_steps": statistics.fmean(rewards[-edge:]),
+        "steps_with_equal_rewards": sum(1 for spread in spreads if spread == 0),
+    }
+
+
+def git_commit(project: Path) -> str | None:
+    done = subprocess.run(
+        ["git", "-C", str(project), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip() or None
+
+
+def build_record(run, reports: dict[str, Any], note: str | None, commit: str | None) -> dict:
+    """The record of one run: what Kedro ran, how long each node took, what each stage reported."""
+    info, tags, metrics = run.info, run.data.tags, run.data.metrics
+    node_seconds = {
+        key.removeprefix("seconds."): round(value, 1)
+        for key, value in metrics.items()
+        if key.startswith("seconds.")
+    }
+    wall = (info.end_time - info.start_time) / 1000 if info.end_time else None
+    record = {
+        "benchmark": "train",
+        "mlflow_run_id": info.run_id,
+        "kedro_session": tags.get("run_id"),  # also the version of every dataset the run saved
+        "status": info.status,
+        "command": tags.get("kedro_command"),
+        "env": tags.get("env"),
+        "runtime_params": tags.get("runtime_params"),
+        "commit": commit,
+        "note": note,
+        "wall_seconds_total": wall,
+        "node_seconds": node_seconds,
+        "missing_reports": [s for s in STAGE_REPORTS if f"{s}_report" not in reports],
+        **reports,
+    }
+    if "grpo_report" in reports:
+        record["grpo_figures"] = grpo_figures(reports["grpo_report"])
+    return record
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--project", type=Path, required=True, help="the Kedro project folder")
+    parser.add_argument("--run-id", help="MLflow run id (default: the newest run)")
+    parser.add_argument("--note", help="what was run and why, on which machine")
+    parser.add_argument("--out", required=True, help="where to write the JSON record")
+    args = parser.parse_args()
+    client = open_client(args.project)
+    run = find_run(client, args.run_id)
+    record = build_record(
+        run, stage_reports(client, run.info.run_id), args.note, git_commit(args.project)
+    )
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2))
+    print(f"run {run.info.run_id} ({run.info.status}) -> {out}")
+
+
+if __name__ == "__main__":
+    main()
