@@ -20,6 +20,8 @@ run resumes where it stopped and two planners can run in two processes (one core
     # or one planner per process, then: --summarise-only with all --planner flags;
     # one planner in two processes: --shard 0/2 and --shard 1/2 (each takes every 2nd question)
     # seeds of one configuration: --average grpo=grpo_s0+grpo_s1 adds their per-question mean
+    # planners scored in an earlier comparison of the same memory and loop:
+    #   --summarise-only --results-from <its --out> (joined on the questions all planners have)
 """
 
 from __future__ import annotations
@@ -203,19 +205,28 @@ def average_rows(member_rows: list[dict[str, dict[str, Any]]]) -> dict[str, dict
     return averaged
 
 
+def results_file(name: str, out: Path, results_from: list[Path] = ()) -> Path | None:
+    """A planner's per-question results: next to ``out``, else next to the first of the other
+    comparisons (``--results-from``) that has them; None when there are none."""
+    for base in (out, *results_from):
+        path = base.with_suffix(f".{name}.jsonl")
+        if path.exists():
+            return path
+    return None
+
+
 def summarise(
     names: list[str],
     questions: list[Question],
     out: Path,
     averages: dict[str, list[str]] | None = None,
+    results_from: list[Path] = (),
 ) -> dict[str, Any]:
-    missing = [n for n in names if not out.with_suffix(f".{n}.jsonl").exists()]
+    files = {name: results_file(name, out, results_from) for name in names}
+    missing = [name for name, path in files.items() if path is None]
     if missing:
         raise SystemExit(f"No results for {missing} next to {out}: run those planners first")
-    rows = {
-        name: {r["question_id"]: r for r in read_rows(out.with_suffix(f".{name}.jsonl"))}
-        for name in names
-    }
+    rows = {name: {r["question_id"]: r for r in read_rows(path)} for name, path in files.items()}
     for name, members in (averages or {}).items():
         rows[name] = average_rows([rows[m] for m in members])
     names = [*names, *(averages or {})]
@@ -342,6 +353,14 @@ def main() -> None:
     )
     parser.add_argument("--summarise-only", action="store_true")
     parser.add_argument(
+        "--results-from",
+        action="append",
+        type=Path,
+        default=[],
+        help="another comparison's --out: planners with no results next to --out are read from "
+        "there (only for runs on the same memory, loop settings and questions)",
+    )
+    parser.add_argument(
         "--reference", default=None, help="the figure's paired differences are from this planner"
     )
     parser.add_argument("--out", default=str(RESULTS / "compare_planners.json"))
@@ -372,7 +391,8 @@ def main() -> None:
         "loop": params["loop"],
         "planner_folders": dict(planners),
         "averages": averages,
-        **summarise([name for name, _ in planners], questions, out, averages),
+        "results_from": [str(path) for path in args.results_from],
+        **summarise([name for name, _ in planners], questions, out, averages, args.results_from),
     }
     out.write_text(json.dumps(result, indent=2))
     print(f"figure: {plot_summary(result, out.with_suffix('.png'), args.reference)}")

@@ -110,3 +110,22 @@ def test_an_average_must_name_two_known_planners(compare):
         compare.parse_average("g=a+c", ["a", "b"])
     with pytest.raises(SystemExit, match="'a' is already a --planner name"):
         compare.parse_average("a=a+b", ["a", "b"])
+
+
+def test_results_of_another_comparison_join_on_common_questions(tmp_path, compare):
+    # an older comparison of every question, and a newer one of every second question
+    older = tmp_path / "older.json"
+    _write(older, "heuristic", {"q1": (0.5, 0.5), "q2": (0.0, 1.0), "q3": (1.0, 1.0)})
+    _write(older, "grpo", {"q1": (1.0, 0.0), "q2": (0.0, 0.0), "q3": (0.0, 0.0)})
+    newer = tmp_path / "newer.json"
+    _write(newer, "heuristic", {"q1": (0.0, 0.0), "q3": (0.0, 0.0)})
+    _write(newer, "grpo2", {"q1": (1.0, 1.0), "q3": (1.0, 1.0)})
+    questions = [SimpleNamespace(question_id=q) for q in ("q1", "q2", "q3")]
+    summary = compare.summarise(
+        ["heuristic", "grpo", "grpo2"], questions, newer, results_from=[older]
+    )
+    assert summary["n_questions"] == 2  # q2 has no grpo2 result
+    # heuristic comes from next to --out (newer), grpo only from the older comparison
+    assert summary["planners"]["heuristic"]["final_recall"] == pytest.approx(0.0)
+    assert summary["planners"]["grpo"]["round1_recall"] == pytest.approx(0.5)
+    assert compare.results_file("absent", newer, [older]) is None

@@ -111,6 +111,23 @@ def test_unparseable_output_gets_the_fixed_low_reward():
     assert empty.parse_failed
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the sixteenth session's GRPO planner: the second intent's key misspelled
+        '{"intents": [{"desired_fact": "Caroline becoming mom", "entities": ["Caroline"]}, '
+        '{"desiredfact": "Caroline becoming mom", "entities": ["Caroline"]}]}',
+        '[{"desired_fact": "Caroline becoming mom"}]',  # no "intents" object
+        '{"intents": [{"desired_fact": ["Caroline", "mom"]}]}',  # not a string
+    ],
+)
+def test_output_the_deployed_planner_rejects_is_unparseable(text):
+    # the planner's backend checks the reply against INTENTS_SCHEMA and rejects all of it
+    plan = parse_plan_output(text, SETTINGS)
+    assert plan.parse_failed
+    assert plan.intents == []
+
+
 def test_truncated_json_is_repaired_not_penalised_as_unparseable():
     plan = parse_plan_output('{"intents": [{"desired_fact": "Maya climbing gym", "entit', SETTINGS)
     assert not plan.parse_failed

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mera_pipelines.core.errors import ConfigError
-from mera_pipelines.core.llm.json_repair import parse_json_lenient
+from mera_pipelines.core.llm.json_repair import decode_json_reply
 from mera_pipelines.core.records import Intent
-from mera_pipelines.core.roles.planner import parse_intents
+from mera_pipelines.core.roles.planner import INTENTS_SCHEMA, parse_intents
 from mera_pipelines.core.settings import settings_from_params
 from mera_pipelines.core.text import content_words, tokenize
 
@@ -94,12 +94,18 @@ class ParsedPlan:
 
 
 def parse_plan_output(text: str, settings: RewardSettings) -> ParsedPlan:
-    """Intents from a raw completion, with the format penalties it earned."""
-    try:
-        value = parse_json_lenient(text)
-    except ValueError:  # no JSON at all: an unparseable output, not an error of the run
+    """Intents from a raw completion, with the format penalties it earned.
+
+    A completion parses only if the deployed planner accepts it as it is: the same JSON decoding
+    and shape check (``INTENTS_SCHEMA``) as its backend's first call. One intent without
+    ``desired_fact`` makes the whole reply unusable there, so it must not be free here: with a
+    check that only dropped such an intent, GRPO learned to add one (docs/benchmarks.md,
+    sixteenth session) and the trained planner's every reply was rejected in evaluation.
+    """
+    decoded, _problem = decode_json_reply(text, INTENTS_SCHEMA)
+    if decoded is None:  # no JSON, or not the planner's shape: unparseable, not a run error
         return ParsedPlan([], True, 0.0)
-    intents = parse_intents(value, max_entities=10**6)
+    intents = parse_intents(decoded.value, max_entities=10**6)
     if not intents:
         return ParsedPlan([], True, 0.0)
     penalty = settings.penalty * max(0, len(intents) - settings.max_intents)
