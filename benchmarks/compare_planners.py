@@ -82,10 +82,10 @@ def load_questions(project: Path, params: dict[str, Any]) -> list[Question]:
     return evaluation.select_questions(from_frame(frame, Question), params)
 
 
-def parse_planner(spec: str) -> tuple[str, str | None]:
-    """``heuristic`` or ``name=<model folder>``."""
-    if spec == "heuristic":
-        return "heuristic", None
+def parse_planner(spec: str, summarise_only: bool = False) -> tuple[str, str | None]:
+    """``heuristic`` or ``name=<model folder>``; a bare name when only summarising results."""
+    if spec == "heuristic" or (summarise_only and "=" not in spec and spec):
+        return spec, None
     name, sep, folder = spec.partition("=")
     if not sep or not name or not folder:
         raise SystemExit(f"--planner {spec!r}: use 'heuristic' or 'name=<model folder>'")
@@ -369,7 +369,7 @@ def main() -> None:
     project = Path(args.project)
     params = evaluation_params(args.memories, args.categories, args.max_questions)
     questions = load_questions(project, params)
-    planners = [parse_planner(spec) for spec in args.planner]
+    planners = [parse_planner(spec, args.summarise_only) for spec in args.planner]
     averages = dict(parse_average(spec, [name for name, _ in planners]) for spec in args.average)
     if args.reference and args.reference not in {**dict(planners), **averages}:
         # checked before any planner runs, not after an hour of evaluation

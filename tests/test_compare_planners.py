@@ -129,3 +129,11 @@ def test_results_of_another_comparison_join_on_common_questions(tmp_path, compar
     assert summary["planners"]["heuristic"]["final_recall"] == pytest.approx(0.0)
     assert summary["planners"]["grpo"]["round1_recall"] == pytest.approx(0.5)
     assert compare.results_file("absent", newer, [older]) is None
+
+
+def test_a_bare_planner_name_is_enough_only_to_summarise(compare):
+    assert compare.parse_planner("grpo=/models/g") == ("grpo", "/models/g")
+    assert compare.parse_planner("heuristic") == ("heuristic", None)
+    assert compare.parse_planner("sft9", summarise_only=True) == ("sft9", None)
+    with pytest.raises(SystemExit, match="name=<model folder>"):
+        compare.parse_planner("sft9")
