@@ -81,9 +81,15 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def write_result(name: str, result: dict[str, Any], out: str | None = None) -> Path:
-    path = Path(out) if out else RESULTS / f"{name}.json"
+def write_json(path: str | Path, result: dict[str, Any]) -> Path:
+    """``result`` as indented JSON at ``path``, creating its folder."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    result.setdefault("peak_rss_mb", peak_rss_mb())
     path.write_text(json.dumps(result, indent=2, default=float))
     return path
+
+
+def write_result(name: str, result: dict[str, Any], out: str | None = None) -> Path:
+    """A timing benchmark's result, with this process's peak memory."""
+    result.setdefault("peak_rss_mb", peak_rss_mb())
+    return write_json(out or RESULTS / f"{name}.json", result)

@@ -15,12 +15,11 @@ example queries that repeat a word. One JSON file; it reads no gold beyond the l
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from benchlib import RESULTS, machine
+from benchlib import RESULTS, machine, write_json
 from compare_planners import (
     build_roles,
     evaluation_params,
@@ -117,9 +116,7 @@ def main() -> None:
         "planner_folders": folders,
         "planners": planners,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
+    out = write_json(args.out, result)
     print(f"wrote {out}")
 
 

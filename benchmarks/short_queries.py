@@ -16,13 +16,12 @@ recovered share by whether the plan has such a query. One JSON file.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from benchlib import RESULTS, machine
+from benchlib import RESULTS, machine, write_json
 
 from mera_pipelines.core.training.reward import (
     RewardSettings,
@@ -110,9 +109,7 @@ def main() -> None:
         "teacher_plans": count_plans(states["teacher_output"], settings),
         "sampled_recovered": recovered_by_query_length(rollouts, settings),
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
+    out = write_json(args.out, result)
     for source in ("sampled_plans", "teacher_plans"):
         counts = result[source]
         print(f"{source}: {counts['intents_with_bad_length']} of {counts['intents']} intents")

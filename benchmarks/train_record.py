@@ -25,6 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from benchlib import write_json
+
 EXPERIMENT = "mera_pipelines"  # conf/base/mlflow.yml
 STAGE_REPORTS = ("synthesis", "collect", "sft", "filter", "grpo")
 EDGE_STEPS = 10  # GRPO reward is averaged over this many first and last steps
@@ -131,9 +133,7 @@ def main() -> None:
     record = build_record(
         run, stage_reports(client, run.info.run_id), args.note, git_commit(args.project)
     )
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2))
+    out = write_json(args.out, record)
     print(f"run {run.info.run_id} ({run.info.status}) -> {out}")
 
 
