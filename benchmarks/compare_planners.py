@@ -253,6 +253,9 @@ def summarise(
                 (r["planner_usage"] or {}).get("parse_failures", 0) for r in records
             ),
         }
+    result["by_category"] = recall_by_category(
+        rows, names, [q for q in questions if q.question_id in set(common)]
+    )
     for i, first in enumerate(names):
         for second in names[i + 1 :]:
             for key in ("final", "round1"):
@@ -261,6 +264,23 @@ def summarise(
                     [rows[second][q][key] for q in common], [rows[first][q][key] for q in common]
                 )
     return result
+
+
+def recall_by_category(
+    rows: dict[str, dict[str, dict[str, Any]]], names: list[str], questions: list[Question]
+) -> dict[str, dict[str, Any]]:
+    """Per question category (LoCoMo: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop):
+    how many of the compared questions it has and each planner's mean round-1 and final recall,
+    so a gain or a loss can be traced to the kind of question it comes from."""
+    by_category: dict[str, dict[str, Any]] = {}
+    for category in sorted({q.category for q in questions}):
+        ids = [q.question_id for q in questions if q.category == category]
+        by_category[category] = {"n_questions": len(ids)}
+        for key in ("round1", "final"):
+            by_category[category][f"{key}_recall"] = {
+                name: sum(rows[name][qid][key] for qid in ids) / len(ids) for name in names
+            }
+    return by_category
 
 
 def final_recall_gaps(result: dict[str, Any], reference: str) -> dict[str, tuple[float, float]]:
@@ -396,7 +416,8 @@ def main() -> None:
     }
     out.write_text(json.dumps(result, indent=2))
     print(f"figure: {plot_summary(result, out.with_suffix('.png'), args.reference)}")
-    print(json.dumps({k: result[k] for k in ("n_questions", "planners", "paired_final")}, indent=1))
+    shown = ("n_questions", "planners", "paired_final", "by_category")
+    print(json.dumps({k: result[k] for k in shown}, indent=1))
 
 
 if __name__ == "__main__":

@@ -38,13 +38,17 @@ def _write(out: Path, name: str, rows: dict[str, tuple[float | None, float | Non
     out.with_suffix(f".{name}.jsonl").write_text("\n".join(lines) + "\n")
 
 
+def _questions(*ids: str, category: str = "4") -> list[SimpleNamespace]:
+    return [SimpleNamespace(question_id=q, category=category) for q in ids]
+
+
 @pytest.fixture
 def results(tmp_path, compare):
     out = tmp_path / "compare.json"
     _write(out, "heuristic", {"q1": (0.5, 0.5), "q2": (0.0, 1.0), "q3": (1.0, 1.0)})
     # q3 has no gold evidence (final None) for the second planner: it leaves the comparison
     _write(out, "grpo", {"q1": (1.0, 1.0), "q2": (0.0, 1.0), "q3": (None, None)})
-    questions = [SimpleNamespace(question_id=q) for q in ("q1", "q2", "q3", "q4")]
+    questions = _questions("q1", "q2", "q3", "q4")
     return out, compare.summarise(["heuristic", "grpo"], questions, out)
 
 
@@ -65,7 +69,7 @@ def test_paired_difference_and_standard_error_by_hand(results):
 
 def test_a_planner_without_results_is_named(tmp_path, compare):
     with pytest.raises(SystemExit, match="sft"):
-        compare.summarise(["sft"], [SimpleNamespace(question_id="q1")], tmp_path / "c.json")
+        compare.summarise(["sft"], _questions("q1"), tmp_path / "c.json")
 
 
 def test_summary_figure_is_written(results, compare):
@@ -89,7 +93,7 @@ def test_an_average_row_pairs_the_members_per_question_mean(tmp_path, compare):
     _write(out, "seed0", {"q1": (1.0, 1.0), "q2": (0.0, 0.5), "q3": (1.0, 1.0)})
     # seed1 has no gold evidence on q3: the average keeps only q1 and q2
     _write(out, "seed1", {"q1": (0.5, 0.5), "q2": (0.0, 1.0), "q3": (None, None)})
-    questions = [SimpleNamespace(question_id=q) for q in ("q1", "q2", "q3")]
+    questions = _questions("q1", "q2", "q3")
     summary = compare.summarise(
         ["heuristic", "seed0", "seed1"], questions, out, {"seeds": ["seed0", "seed1"]}
     )
@@ -120,7 +124,7 @@ def test_results_of_another_comparison_join_on_common_questions(tmp_path, compar
     newer = tmp_path / "newer.json"
     _write(newer, "heuristic", {"q1": (0.0, 0.0), "q3": (0.0, 0.0)})
     _write(newer, "grpo2", {"q1": (1.0, 1.0), "q3": (1.0, 1.0)})
-    questions = [SimpleNamespace(question_id=q) for q in ("q1", "q2", "q3")]
+    questions = _questions("q1", "q2", "q3")
     summary = compare.summarise(
         ["heuristic", "grpo", "grpo2"], questions, newer, results_from=[older]
     )
@@ -137,3 +141,17 @@ def test_a_bare_planner_name_is_enough_only_to_summarise(compare):
     assert compare.parse_planner("sft9", summarise_only=True) == ("sft9", None)
     with pytest.raises(SystemExit, match="name=<model folder>"):
         compare.parse_planner("sft9")
+
+
+def test_recall_by_category_covers_only_the_compared_questions(tmp_path, compare):
+    out = tmp_path / "compare.json"
+    _write(out, "heuristic", {"q1": (0.5, 0.5), "q2": (0.0, 1.0), "q3": (1.0, 1.0)})
+    _write(out, "grpo", {"q1": (1.0, 1.0), "q2": (0.0, 0.0), "q3": (None, None)})
+    questions = [*_questions("q1", category="1"), *_questions("q2", "q3", category="2")]
+    summary = compare.summarise(["heuristic", "grpo"], questions, out)
+    # q3 has no gold evidence for grpo, so category 2 holds q2 alone
+    assert summary["by_category"]["1"]["n_questions"] == 1
+    assert summary["by_category"]["2"]["n_questions"] == 1
+    assert summary["by_category"]["1"]["final_recall"] == {"heuristic": 0.5, "grpo": 1.0}
+    assert summary["by_category"]["2"]["round1_recall"] == {"heuristic": 0.0, "grpo": 0.0}
+    assert summary["by_category"]["2"]["final_recall"] == {"heuristic": 1.0, "grpo": 0.0}
