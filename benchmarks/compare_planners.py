@@ -5,9 +5,10 @@ before GRPO (after SFT) and better than the heuristic planner, at the same round
 This script runs MERA with each planner over the same questions of a built memory (the project's
 own loop, roles and default loop settings from conf/base/parameters_evaluate.yml; the trained
 planners' prompt settings come from their metadata, as in ``kedro run --pipeline=evaluate``) and
-reports each planner's means and the paired difference of every pair with its standard error,
-in ``<out>`` (JSON) and ``<out>`` with ``.png`` (bars per planner, and the paired final-recall
-differences from ``--reference``, default the first planner, with +- one standard error).
+reports each planner's means, its means per question category, and the paired difference of
+every pair with its standard error, in ``<out>`` (JSON) and ``<out>`` with ``.png`` (bars per
+planner, and the paired final-recall differences from ``--reference``, default the first
+planner, with +- one standard error).
 
 Per-question results are appended to ``<out>.<planner>.jsonl`` as they finish, so a stopped
 run resumes where it stopped and two planners can run in two processes (one core each):
@@ -253,8 +254,9 @@ def summarise(
                 (r["planner_usage"] or {}).get("parse_failures", 0) for r in records
             ),
         }
+    compared = set(common)
     result["by_category"] = recall_by_category(
-        rows, names, [q for q in questions if q.question_id in set(common)]
+        rows, names, [q for q in questions if q.question_id in compared]
     )
     for i, first in enumerate(names):
         for second in names[i + 1 :]:
