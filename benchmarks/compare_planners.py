@@ -36,7 +36,7 @@ from typing import Any
 
 import pandas as pd
 import yaml
-from benchlib import RESULTS, machine
+from benchlib import RESULTS, machine, write_json
 
 from mera_pipelines.core import evaluation
 from mera_pipelines.core.embedding import load_embedder
@@ -416,7 +416,7 @@ def main() -> None:
         "results_from": [str(path) for path in args.results_from],
         **summarise([name for name, _ in planners], questions, out, averages, args.results_from),
     }
-    out.write_text(json.dumps(result, indent=2))
+    write_json(out, result)
     print(f"figure: {plot_summary(result, out.with_suffix('.png'), args.reference)}")
     shown = ("n_questions", "planners", "paired_final", "by_category")
     print(json.dumps({k: result[k] for k in shown}, indent=1))
