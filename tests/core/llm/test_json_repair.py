@@ -64,6 +64,9 @@ def test_parse_json_lenient_repairs_common_model_mistakes(text, expected):
         "The answer is Paris.",
         "{not json at all: ]",
         "<think>only thoughts {",
+        # a bare word starting with a non-ASCII letter (a GRPO sample crashed the parser once)
+        '{"intents": [{"desired_fact": "x", "entities": [ícone]}]}',
+        "{'a': é}",
     ],
 )
 def test_parse_json_lenient_raises_value_error_when_hopeless(text):

@@ -119,6 +119,9 @@ def test_unparseable_output_gets_the_fixed_low_reward():
         '{"desiredfact": "Caroline becoming mom", "entities": ["Caroline"]}]}',
         '[{"desired_fact": "Caroline becoming mom"}]',  # no "intents" object
         '{"intents": [{"desired_fact": ["Caroline", "mom"]}]}',  # not a string
+        # the eighteenth session's GRPO seed 1 (step 70) crashed the reward on a bare word
+        # starting with a non-ASCII letter: it is an unparseable reply, not an error
+        '{"intents": [{"desired_fact": "Caroline mom", "entities": [ícone]}]}',
     ],
 )
 def test_output_the_deployed_planner_rejects_is_unparseable(text):

@@ -21,6 +21,7 @@ _THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
 _OPENERS = {"{": "}", "[": "]"}
 _CLOSERS = {"}": "{", "]": "["}
 _PYTHON_LITERALS = {"True": "true", "False": "false", "None": "null"}
+_BARE_WORD = re.compile(r"[^\W\d]\w*")  # a letter or underscore, then word characters
 _MAX_START_ATTEMPTS = 20
 _JSON_INSTRUCTION = "Reply with a single JSON value only."
 
@@ -141,7 +142,9 @@ def _decode_from(body: str, start: int, allow_truncated: bool) -> Any:
             walk.cut_points.append((len(walk.out), list(walk.stack)))
             walk.out.append(ch)
         elif ch.isalpha() or ch == "_":
-            word = re.match(r"[A-Za-z_]\w*", body[index:]).group(0)
+            # any letter starts a bare word, not only ASCII: small models write Portuguese or
+            # Cyrillic words outside quotes too, and the word must be consumed, not crash
+            word = _BARE_WORD.match(body, index).group(0)
             walk.out.append(_PYTHON_LITERALS.get(word, word))
             index += len(word)
             continue
