@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.records import Fact, Turn
-from mera_pipelines.core.text import content_words
+from mera_pipelines.core.text import content_words, tokenize
 from mera_pipelines.core.training.synthesis import (
+    CATEGORIES,
     Draft,
     HeuristicQuestionWriter,
     Statement,
@@ -272,3 +274,114 @@ def test_the_synthesize_node_passes_the_question_style_to_the_heuristic_writer()
     )
     assert summary["questions"] == len(frame) > 0
     assert all(q.startswith(("What did ", "When did ")) for q in frame["question"])
+
+
+class CategoryEmbedder:
+    """A fake sentence embedder: each category description is its own axis; a text naming a
+    pet lies on the pets axis, any other text on a spare axis (near no category)."""
+
+    PET_WORDS = {"dog", "cat", "puppy", "kitten"}
+
+    def __init__(self) -> None:
+        self.descriptions = [c.description for c in CATEGORIES]
+        self.dim = len(self.descriptions) + 1
+        self.pets = next(i for i, c in enumerate(CATEGORIES) if c.name == "pets")
+
+    def embed(self, texts: list[str], *, progress: bool = False) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            if text in self.descriptions:
+                out[row, self.descriptions.index(text)] = 1.0
+            elif set(tokenize(text)) & self.PET_WORDS:
+                out[row, self.pets] = 1.0
+            else:
+                out[row, -1] = 1.0
+        return out
+
+
+def pet_statements() -> list[Statement]:
+    texts = [
+        ("D1:4", "Nate", "Nate adopted a dog named Max from the shelter."),
+        ("D1:6", "Nate", "Nate bought Max's dog bed in the same week."),  # same session as D1:4
+        ("D3:2", "Nate", "Nate's cat Luna sleeps on the turtle tank all day."),
+        ("D4:1", "Nate", "Nate watched the tournament final with Joanna."),  # not about pets
+        ("D2:5", "Joanna", "Joanna is allergic to dog hair, sadly."),  # the other speaker
+        ("D5:3", "Nate", "That cat video was hilarious!"),  # does not name its speaker
+    ]
+    return [Statement("m1", text, (tid,), speaker, TIME, "fact") for tid, speaker, text in texts]
+
+
+def test_category_aggregate_asks_about_a_category_whose_evidence_names_its_instances():
+    writer = HeuristicQuestionWriter(
+        question_style="topic", aggregate="category", embedder=CategoryEmbedder()
+    )
+    drafts = writer._category_aggregate(pet_statements())
+    assert len(drafts) == 1
+    pets = drafts[0]
+    assert pets.question == "What pets does Nate have at home?"
+    assert pets.qa_type == "multi_hop"
+    # one statement per session, about Nate by name: D1:6 shares D1:4's session, D2:5 is
+    # Joanna's, D5:3 does not name Nate, D4:1 is about no category
+    assert set(pets.turn_ids) == {"D1:4", "D3:2"}
+    # the answer: each statement's keyword nearest the category, none of the question's words
+    assert set(pets.answer.split(", ")) == {"dog", "cat"}
+
+
+def test_category_aggregate_needs_two_sessions():
+    writer = HeuristicQuestionWriter(
+        question_style="topic", aggregate="category", embedder=CategoryEmbedder()
+    )
+    one_session = [s for s in pet_statements() if s.turn_ids[0].startswith("D1:")]
+    assert writer._category_aggregate(one_session) == []
+
+
+def test_category_aggregates_come_before_keyword_ones_among_multi_hop_questions():
+    writer = HeuristicQuestionWriter(
+        question_style="topic", aggregate="category", embedder=CategoryEmbedder()
+    )
+    statements = pet_statements() + topic_statements()
+    drafts = writer.write(statements, ["multi_hop"], 10, random.Random(0))
+    assert drafts[0].question == "What pets does Nate have at home?"
+    assert "What has Maya mentioned about pottery?" in [d.question for d in drafts]
+
+
+def test_category_aggregate_needs_an_embedder_and_a_known_aggregate():
+    with pytest.raises(ConfigError, match="embedder"):
+        HeuristicQuestionWriter(question_style="topic", aggregate="category")
+    with pytest.raises(ConfigError, match="aggregate"):
+        SynthesisSettings.from_params({"aggregate": "cluster"})
+
+
+def test_every_category_question_passes_the_grounding_length_check():
+    # grounding rejects questions with fewer than 3 content words
+    for category in CATEGORIES:
+        question = category.question.format(speaker="Nate")
+        assert len(content_words(question)) >= 3, question
+
+
+def test_the_synthesize_node_hands_the_memorys_embedder_to_category_aggregates():
+    from types import SimpleNamespace
+
+    from mera_pipelines.core.records import to_frame
+    from mera_pipelines.pipelines.synthesize.nodes import synthesize_training_questions
+
+    pet_turns = [
+        Turn(
+            "m1", "s", int(s.turn_ids[0][1]), s.turn_ids[0], i, s.speaker, s.text, session_time=TIME
+        )
+        for i, s in enumerate(pet_statements())
+    ]
+    pet_facts = [
+        Fact(f"m1|{t.turn_id}|0", "m1", t.turn_id, t.text, [], [], t.speaker, TIME, [t.text])
+        for t in pet_turns
+    ]
+    frame, summary, _ = synthesize_training_questions(
+        to_frame(pet_turns, Turn),
+        to_frame(pet_facts, Fact),
+        [],
+        {"train_memory_ids": ["m1"]},
+        None,
+        {"question_style": "topic", "aggregate": "category", "types": ["multi_hop"]},
+        SimpleNamespace(embedder=CategoryEmbedder()),
+    )
+    assert "What pets does Nate have at home?" in list(frame["question"])

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from itertools import zip_longest
 from typing import Any, Protocol
 
+from mera_pipelines.core.embedding import Embedder
 from mera_pipelines.core.errors import ConfigError, LLMCallError
 from mera_pipelines.core.llm import LLMBackend
 from mera_pipelines.core.records import Fact, Question, Turn
@@ -42,6 +43,11 @@ QA_TYPES = ("single_hop", "multi_hop", "temporal")
 # with their evidence, so a cloze question is far easier to retrieve for than a real one)
 QUESTION_STYLES = ("cloze", "topic")
 QUESTION_WRITER_PROMPT = "write_questions.txt"
+# the "topic" style's multi-hop questions. "keyword": one speaker's 2-3 turns that share a rare
+# word, asked about by that word. "category": first LoCoMo's list questions ("What pets does
+# Nate have?"), whose evidence turns name instances of a category rather than the category's
+# word, grouped by a sentence embedder; then keyword ones.
+AGGREGATES = ("keyword", "category")
 
 # "Maya said: ..." / "Theo asked: ..." prefixes of heuristic facts carry no content
 _ATTRIBUTION_RE = re.compile(r"^\s*[\w' .-]{1,40}\b(?:said|asked|replied|added):\s*", re.I)
@@ -75,6 +81,10 @@ class SynthesisSettings:
     # question finds its evidence at rank 1 almost always, which leaves GRPO nothing to learn.
     question_window: int | None = None
     question_style: str = "cloze"  # heuristic writer: one of QUESTION_STYLES
+    aggregate: str = "keyword"  # topic style's multi-hop questions: one of AGGREGATES
+    # category aggregates: a statement joins its nearest category at this cosine similarity
+    # or more (calibrated on the packaged MiniLM; other embedders have other scales)
+    category_min_similarity: float = 0.3
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None) -> SynthesisSettings:
@@ -93,6 +103,11 @@ class SynthesisSettings:
             raise ConfigError(
                 f"training.synthesis.question_style {settings.question_style!r} unknown; "
                 f"use one of {QUESTION_STYLES}"
+            )
+        if settings.aggregate not in AGGREGATES:
+            raise ConfigError(
+                f"training.synthesis.aggregate {settings.aggregate!r} unknown; "
+                f"use one of {AGGREGATES}"
             )
         return settings
 
@@ -233,9 +248,129 @@ def answer_span(statement: Statement, avoid: Iterable[str] = ()) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Category:
+    """A kind of thing LoCoMo's list questions ask a speaker about."""
+
+    name: str
+    description: str  # what a statement is compared with by the sentence embedder
+    question: str  # with {speaker}; three content words, or grounding rejects it as too short
+
+
+CATEGORIES = (
+    Category(
+        "activities",
+        "a hobby or leisure activity someone does, like painting, pottery, hiking, camping or "
+        "swimming",
+        "What activities does {speaker} enjoy doing?",
+    ),
+    Category("books", "a book or novel someone read", "What books has {speaker} read?"),
+    Category(
+        "pets", "someone's pet dog, cat or other animal", "What pets does {speaker} have at home?"
+    ),
+    Category(
+        "travel",
+        "a place someone traveled to or visited on a trip",
+        "Where has {speaker} traveled on trips?",
+    ),
+    Category(
+        "events",
+        "an event someone attended, like a festival, concert, parade, workshop or conference",
+        "What events has {speaker} attended?",
+    ),
+    Category(
+        "food", "food someone cooked, baked or likes to eat", "What food does {speaker} like?"
+    ),
+    Category(
+        "music",
+        "music someone plays or listens to, an instrument, a song or a band",
+        "What music does {speaker} like?",
+    ),
+    Category(
+        "sports",
+        "a sport or exercise someone does, like running, yoga or football",
+        "What sports does {speaker} play?",
+    ),
+    Category(
+        "relaxing",
+        "something someone does to relax and destress",
+        "What does {speaker} do to relax and destress?",
+    ),
+    Category(
+        "career",
+        "someone's job, career, work or studies",
+        "What has {speaker} said about work?",
+    ),
+    Category(
+        "family",
+        "something someone did with their kids, partner or parents",
+        "What has {speaker} done with family?",
+    ),
+    Category(
+        "art",
+        "a painting, drawing or piece of art someone made",
+        "What art has {speaker} made?",
+    ),
+    Category(
+        "helping",
+        "how someone volunteers or helps other people and the community",
+        "How has {speaker} helped other people?",
+    ),
+    Category(
+        "plans",
+        "something someone plans or hopes to do in the future",
+        "What does {speaker} plan to do in the future?",
+    ),
+    Category(
+        "friends", "time someone spent with their friends", "What has {speaker} done with friends?"
+    ),
+    Category(
+        "health",
+        "an illness, injury or health problem someone had",
+        "What health problems has {speaker} had?",
+    ),
+    Category(
+        "learning",
+        "a class, course, school or degree someone took",
+        "What has {speaker} studied or learned?",
+    ),
+    Category(
+        "belongings",
+        "something someone bought or got as a gift",
+        "What has {speaker} bought or received?",
+    ),
+    Category(
+        "outdoors",
+        "time someone spent outdoors in nature, like a hike, a beach or a camping trip",
+        "What outdoor trips has {speaker} taken?",
+    ),
+    Category(
+        "entertainment",
+        "a movie, TV show or game someone watched or played",
+        "What movies or games does {speaker} like?",
+    ),
+    Category(
+        "challenges",
+        "a hard time or setback someone went through",
+        "What challenges has {speaker} faced?",
+    ),
+    Category(
+        "achievements",
+        "something someone achieved or is proud of",
+        "What achievements is {speaker} proud of?",
+    ),
+    Category(
+        "values",
+        "what someone believes in and cares about most",
+        "What values does {speaker} care about most?",
+    ),
+)
+
+
 class HeuristicQuestionWriter:
     """Questions from statements (offline, deterministic for a seed): cloze-style, or in the
-    "topic" style LoCoMo's questions have (the speaker and a few of the evidence's words)."""
+    "topic" style LoCoMo's questions have (the speaker and a few of the evidence's words).
+    The topic style's "category" aggregates need a sentence embedder (``embedder``)."""
 
     name = "heuristic"
 
@@ -244,10 +379,20 @@ class HeuristicQuestionWriter:
         max_answer_words: int = 8,
         question_window: int | None = None,
         question_style: str = "cloze",
+        aggregate: str = "keyword",
+        embedder: Embedder | None = None,
+        min_category_similarity: float = 0.3,
     ) -> None:
+        if aggregate == "category" and embedder is None:
+            raise ConfigError(
+                "training.synthesis.aggregate=category needs the memory's sentence embedder"
+            )
         self.max_answer_words = max_answer_words
         self.question_window = question_window
         self.question_style = question_style
+        self.aggregate = aggregate
+        self.embedder = embedder
+        self.min_category_similarity = min_category_similarity
 
     def write(
         self, statements: list[Statement], types: Sequence[str], limit: int, rng: random.Random
@@ -263,6 +408,10 @@ class HeuristicQuestionWriter:
                 "temporal": self._topic_temporal,
                 "multi_hop": self._topic_aggregate,
             }
+            if self.aggregate == "category":
+                pools["multi_hop"] = lambda st: (
+                    self._category_aggregate(st) + self._topic_aggregate(st)
+                )
         shuffled = list(statements)
         rng.shuffle(shuffled)
         per_type = max(1, limit // len(types))
@@ -402,6 +551,76 @@ class HeuristicQuestionWriter:
             question = f"What has {speaker} mentioned about {word}?"
             out.append(Draft(group[0].memory_id, question, answer, turn_ids, "multi_hop"))
         return out
+
+    def _category_aggregate(self, statements: list[Statement]) -> list[Draft]:
+        """LoCoMo's list questions ("What books has Melanie read?"): per speaker and category,
+        the statements about that speaker the embedder places closest to the category (it must
+        be their nearest category, at ``min_category_similarity`` or more), one per session,
+        up to three; the question names the category, the evidence turns its instances."""
+        assert self.embedder is not None
+        about_speaker = [s for s in statements if _names_speaker(s)]
+        if not about_speaker:
+            return []
+        # unit vectors (the Embedder contract): products are cosine similarities
+        statement_vectors = self.embedder.embed([s.text for s in about_speaker])
+        similarity = statement_vectors @ self.embedder.embed([c.description for c in CATEGORIES]).T
+        groups: dict[tuple[str, str, int], list[tuple[float, Statement]]] = defaultdict(list)
+        for row, s in enumerate(about_speaker):  # insertion order follows the shuffled input
+            nearest = int(similarity[row].argmax())
+            if similarity[row, nearest] >= self.min_category_similarity:
+                groups[(s.memory_id, s.speaker, nearest)].append(
+                    (float(similarity[row, nearest]), s)
+                )
+        out = []
+        for (memory_id, speaker, nearest), members in groups.items():
+            chosen = _one_per_session([s for _, s in sorted(members, key=lambda m: -m[0])], 3)
+            if len(chosen) < 2:
+                continue
+            category = CATEGORIES[nearest]
+            question = category.question.format(speaker=speaker)
+            answer = self._instances(chosen[:2], speaker, category, question)
+            if not answer:
+                continue
+            turn_ids = tuple(dict.fromkeys(t for s in chosen for t in s.turn_ids))
+            out.append(Draft(memory_id, question, answer, turn_ids, "multi_hop"))
+        return out
+
+    def _instances(
+        self, statements: list[Statement], speaker: str, category: Category, question: str
+    ) -> str:
+        """The answer: per statement, its keyword nearest the category ("pottery" for
+        activities), not a word of the question."""
+        assert self.embedder is not None
+        asked = {w.lower() for w in tokenize(question)}
+        target = self.embedder.embed([category.description])[0]
+        found = []
+        for s in statements:
+            words = [w for w in topic_keywords(s.text, speaker) if w.lower() not in asked]
+            if words:
+                found.append(words[int((self.embedder.embed(words) @ target).argmax())])
+        return ", ".join(dict.fromkeys(found))
+
+
+def _names_speaker(s: Statement) -> bool:
+    """Whether the statement is about its speaker by name ("Melanie has a dog"): facts without
+    the name are often the speaker's comments on the other person's news."""
+    first_name = (tokenize(s.speaker) or [""])[0]
+    return bool(first_name) and first_name in {w.lower() for w in tokenize(s.text)}
+
+
+def _one_per_session(statements: list[Statement], limit: int) -> list[Statement]:
+    """The first statements whose evidence lies in sessions not yet taken (LoCoMo turn ids are
+    ``D<session>:<turn>``; other ids count as their own session)."""
+    chosen: list[Statement] = []
+    sessions: set[str] = set()
+    for s in statements:
+        session = s.turn_ids[0].split(":")[0]
+        if session not in sessions:
+            sessions.add(session)
+            chosen.append(s)
+        if len(chosen) == limit:
+            break
+    return chosen
 
 
 def _topic_single_hop_item(s: Statement) -> tuple[str, str] | None:

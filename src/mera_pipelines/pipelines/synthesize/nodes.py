@@ -8,6 +8,7 @@ import pandas as pd
 
 from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.llm import LLMBackend
+from mera_pipelines.core.memory import MemoryIndex
 from mera_pipelines.core.records import Fact, Question, Turn, from_frame, to_frame
 from mera_pipelines.core.training.synthesis import (
     Statement,
@@ -45,11 +46,19 @@ def synthesize_training_questions(
     split: dict[str, Any],
     writer_llm: LLMBackend | None,
     params: dict[str, Any],
+    memory: MemoryIndex | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
     settings = SynthesisSettings.from_params(params)
-    # the window and the style shape the heuristic writer's questions; an LLM writes its own
+    # the window and the style shape the heuristic writer's questions; an LLM writes its own.
+    # Category aggregates group statements with the embedder the memory was built with.
     options = (
-        {"question_window": settings.question_window, "question_style": settings.question_style}
+        {
+            "question_window": settings.question_window,
+            "question_style": settings.question_style,
+            "aggregate": settings.aggregate,
+            "min_category_similarity": settings.category_min_similarity,
+            "embedder": memory.embedder if memory is not None else None,
+        }
         if settings.writer == "heuristic"
         else {}
     )

@@ -24,6 +24,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "training_split",
                     "question_writer_llm",
                     "params:training.synthesis",
+                    "memory_index",
                 ],
                 ["synthetic_questions", "synthesis_report", "synthesis_metrics"],
                 name="synthesize_training_questions",
