@@ -16,6 +16,7 @@ from mera_pipelines.core.training.synthesis import (
     HeuristicQuestionWriter,
     Statement,
     SynthesisSettings,
+    category_of,
     cloze,
     grounding_problem,
     observations_from_locomo,
@@ -319,6 +320,8 @@ def test_category_aggregate_asks_about_a_category_whose_evidence_names_its_insta
     assert len(drafts) == 1
     pets = drafts[0]
     assert pets.question == "What pets does Nate have at home?"
+    assert category_of(pets.question) == "pets"
+    assert category_of("What has Maya mentioned about pottery?") is None
     assert pets.qa_type == "multi_hop"
     # one statement per session, about Nate by name: D1:6 shares D1:4's session, D2:5 is
     # Joanna's, D5:3 does not name Nate, D4:1 is about no category

@@ -367,6 +367,16 @@ CATEGORIES = (
 )
 
 
+def category_of(question: str) -> str | None:
+    """The category a question was written for by the category aggregate, or None: lets a
+    report tell category questions from the other multi-hop ones."""
+    for category in CATEGORIES:
+        before, after = category.question.split("{speaker}")
+        if question.startswith(before) and question.endswith(after):
+            return category.name
+    return None
+
+
 class HeuristicQuestionWriter:
     """Questions from statements (offline, deterministic for a seed): cloze-style, or in the
     "topic" style LoCoMo's questions have (the speaker and a few of the evidence's words).

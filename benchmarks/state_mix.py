@@ -1,0 +1,134 @@
+"""Which synthesised questions the training states come from, stage by stage.
+
+Reads one train run's versioned datasets from a project: the synthetic questions, the collected
+planner states, and filtering's rollouts and retained states. Per question kind (single-hop,
+temporal, multi-hop, and the multi-hop questions the category aggregate wrote, told apart by
+``category_of``) it counts the questions, the states collected and the teacher's recall at
+each round, and what filtering did with the states it drew: every rollout recovered all the
+missing evidence ("all_full"), none ("all_zero"), or they disagreed ("retained").
+
+    python benchmarks/state_mix.py --project <project> --out benchmarks/results/state_mix_x.json
+    # other versions than the newest: --questions-version, --states-version, --filter-version
+
+The filter version names both the rollouts and the retained states (one filtering run writes
+both under the same version).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from benchlib import write_json
+
+from mera_pipelines.core.training.synthesis import category_of
+
+DATASETS = {
+    "questions": "data/05_model_input/synthetic_questions.parquet",
+    "states": "data/05_model_input/planner_states.parquet",
+    "retained": "data/05_model_input/training_states.parquet",
+    "rollouts": "data/07_model_output/rollouts.parquet",
+}
+
+
+def read_version(project: Path, dataset: str, version: str | None) -> tuple[pd.DataFrame, str]:
+    folder = project / DATASETS[dataset]
+    versions = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    if not versions:
+        raise SystemExit(f"{folder}: no versions; run the train pipeline in {project} first")
+    chosen = version or versions[-1]
+    if chosen not in versions:
+        raise SystemExit(f"{folder}: no version {chosen!r}; have {versions[-5:]}")
+    return pd.read_parquet(folder / chosen / folder.name), chosen
+
+
+def question_kind(question: str, qa_type: str) -> str:
+    return "multi_hop_category" if category_of(question) else qa_type
+
+
+def state_mix(
+    questions: pd.DataFrame, states: pd.DataFrame, rollouts: pd.DataFrame, retained: pd.DataFrame
+) -> dict[str, Any]:
+    kinds = dict(
+        zip(
+            questions["question_id"],
+            map(question_kind, questions["question"], questions["category"]),
+            strict=True,
+        )
+    )
+    states = states.assign(
+        kind=states["question_id"].map(kinds),
+        recall=[
+            len(set(f) & set(g)) / len(g)
+            for f, g in zip(states["found_turn_ids"], states["gold_turn_ids"], strict=True)
+        ],
+    )
+    recovered = rollouts.groupby("state_id")["recovered_share"].agg(["min", "max"])
+    drawn = states[states["state_id"].isin(recovered.index)].set_index("state_id")
+    fate = pd.Series(
+        [
+            "all_full"
+            if recovered.loc[i, "min"] >= 1
+            else "all_zero"
+            if recovered.loc[i, "max"] <= 0
+            else "retained"
+            for i in drawn.index
+        ],
+        index=drawn.index,
+        dtype=object,
+    )
+    kept = states[states["state_id"].isin(retained["state_id"])]
+    out: dict[str, Any] = {}
+    for kind, group in states.groupby("kind"):
+        in_filtering = fate[fate.index.isin(group["state_id"])]
+        out[str(kind)] = {
+            "questions": int(group["question_id"].nunique()),
+            "states": len(group),
+            "states_with_missing_evidence": int((group["recall"] < 1).sum()),
+            # found before the planner call of round r: the teacher's recall after r - 1 rounds
+            "recall_before_round": {
+                int(r): round(float(v), 4)
+                for r, v in group.groupby("round_index")["recall"].mean().items()
+            },
+            "into_filtering": len(in_filtering),
+            **{
+                name: int((in_filtering == name).sum())
+                for name in ("all_full", "retained", "all_zero")
+            },
+            "retained_by_round": {
+                int(r): int(n)
+                for r, n in kept[kept["kind"] == kind].groupby("round_index").size().items()
+            },
+        }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--project", required=True, type=Path)
+    parser.add_argument("--questions-version")
+    parser.add_argument("--states-version")
+    parser.add_argument("--filter-version")
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args()
+    questions, questions_version = read_version(args.project, "questions", args.questions_version)
+    states, states_version = read_version(args.project, "states", args.states_version)
+    rollouts, filter_version = read_version(args.project, "rollouts", args.filter_version)
+    retained, _ = read_version(args.project, "retained", filter_version)
+    result = {
+        "benchmark": "state_mix",
+        "versions": {
+            "questions": questions_version,
+            "states": states_version,
+            "filter": filter_version,
+        },
+        "by_kind": state_mix(questions, states, rollouts, retained),
+    }
+    write_json(args.out, result)
+    print(result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""benchmarks/state_mix.py: which question kinds the training states come from, per stage, on
+versioned datasets written by the test in a project's layout."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from tests.support.benchmark_scripts import load_benchmark_script
+
+
+@pytest.fixture(scope="module")
+def state_mix():
+    return load_benchmark_script("state_mix")
+
+
+QUESTIONS = pd.DataFrame(
+    {
+        "question_id": ["q1", "q2", "q3"],
+        "question": [
+            "What pets does Nate have at home?",  # a category question
+            "What has Nate mentioned about turtles?",
+            "What did Nate say about tournament and final?",
+        ],
+        "category": ["multi_hop", "multi_hop", "single_hop"],
+    }
+)
+STATES = pd.DataFrame(
+    {
+        "state_id": ["q1-r1", "q1-r2", "q2-r1", "q3-r1"],
+        "question_id": ["q1", "q1", "q2", "q3"],
+        "round_index": [1, 2, 1, 1],
+        "gold_turn_ids": [["D1:1", "D2:1"], ["D1:1", "D2:1"], ["D1:2"], ["D3:1"]],
+        "found_turn_ids": [[], ["D1:1"], [], []],
+    }
+)
+# q1-r1: the rollouts disagree (retained); q1-r2: all recover everything; q2-r1: none
+ROLLOUTS = pd.DataFrame(
+    {
+        "state_id": ["q1-r1", "q1-r1", "q1-r2", "q1-r2", "q2-r1", "q2-r1"],
+        "recovered_share": [0.0, 0.5, 1.0, 1.0, 0.0, 0.0],
+    }
+)
+RETAINED = pd.DataFrame({"state_id": ["q1-r1"]})
+
+
+def test_counts_each_kind_through_collection_and_filtering(state_mix):
+    mix = state_mix.state_mix(QUESTIONS, STATES, ROLLOUTS, RETAINED)
+    assert set(mix) == {"multi_hop_category", "multi_hop", "single_hop"}
+    category = mix["multi_hop_category"]
+    assert category["questions"] == 1 and category["states"] == 2
+    assert category["recall_before_round"] == {1: 0.0, 2: 0.5}
+    assert (category["into_filtering"], category["all_full"], category["retained"]) == (2, 1, 1)
+    assert category["retained_by_round"] == {1: 1}
+    assert (mix["multi_hop"]["all_zero"], mix["multi_hop"]["retained"]) == (1, 0)
+    assert mix["single_hop"]["into_filtering"] == 0  # never drawn into filtering
+
+
+def test_reads_the_newest_versions_of_a_project(state_mix, tmp_path, monkeypatch):
+    frames = {"questions": QUESTIONS, "states": STATES, "rollouts": ROLLOUTS, "retained": RETAINED}
+    for name, frame in frames.items():
+        folder = tmp_path / state_mix.DATASETS[name]
+        for version in ("2026-01-01T00.00.00.000Z", "2026-01-02T00.00.00.000Z"):
+            (folder / version).mkdir(parents=True)
+            frame.to_parquet(folder / version / folder.name)
+    out = tmp_path / "mix.json"
+    monkeypatch.setattr("sys.argv", ["state_mix", "--project", str(tmp_path), "--out", str(out)])
+    state_mix.main()
+    result = json.loads(out.read_text())
+    assert result["versions"]["filter"] == "2026-01-02T00.00.00.000Z"
+    assert result["by_kind"]["multi_hop_category"]["retained"] == 1
+
+
+def test_a_missing_version_is_a_clear_error(state_mix, tmp_path):
+    with pytest.raises(SystemExit, match="no versions"):
+        state_mix.read_version(tmp_path, "questions", None)
