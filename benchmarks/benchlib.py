@@ -93,3 +93,19 @@ def write_result(name: str, result: dict[str, Any], out: str | None = None) -> P
     """A timing benchmark's result, with this process's peak memory."""
     result.setdefault("peak_rss_mb", peak_rss_mb())
     return write_json(out or RESULTS / f"{name}.json", result)
+
+
+def dataset_version(dataset_folder: Path, version: str | None = None) -> tuple[Path, str]:
+    """The file of one version of a versioned Kedro dataset (``<name>/<version>/<name>``): the
+    named version, or the newest; with that version's name."""
+    versions = (
+        sorted(p.name for p in dataset_folder.iterdir() if p.is_dir())
+        if (dataset_folder.is_dir())
+        else []
+    )
+    if not versions:
+        raise SystemExit(f"{dataset_folder}: no versions; run the pipeline that writes it first")
+    chosen = version or versions[-1]
+    if chosen not in versions:
+        raise SystemExit(f"{dataset_folder}: no version {chosen!r}; newest: {versions[-5:]}")
+    return dataset_folder / chosen / dataset_folder.name, chosen

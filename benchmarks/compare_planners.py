@@ -36,7 +36,7 @@ from typing import Any
 
 import pandas as pd
 import yaml
-from benchlib import RESULTS, machine, write_json
+from benchlib import RESULTS, dataset_version, machine, write_json
 
 from mera_pipelines.core import evaluation
 from mera_pipelines.core.embedding import load_embedder
@@ -46,14 +46,6 @@ from mera_pipelines.core.records import Question, from_frame
 from mera_pipelines.core.training.model_store import check_not_trained_on, read_model_folder
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "base" / "parameters_evaluate.yml"
-
-
-def latest_version(dataset_folder: Path) -> Path:
-    """The newest version of a versioned Kedro dataset folder (``<name>/<version>/<name>``)."""
-    versions = sorted(p for p in dataset_folder.iterdir() if p.is_dir())
-    if not versions:
-        raise SystemExit(f"No versions in {dataset_folder}: run the memory pipeline first")
-    return versions[-1] / dataset_folder.name
 
 
 def evaluation_params(
@@ -79,7 +71,9 @@ def open_memory(project: Path, dtype: str) -> MemoryIndex:
 
 
 def load_questions(project: Path, params: dict[str, Any]) -> list[Question]:
-    frame = pd.read_parquet(latest_version(project / "data" / "03_primary" / "questions.parquet"))
+    frame = pd.read_parquet(
+        dataset_version(project / "data" / "03_primary" / "questions.parquet")[0]
+    )
     return evaluation.select_questions(from_frame(frame, Question), params)
 
 

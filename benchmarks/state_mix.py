@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from benchlib import write_json
+from benchlib import dataset_version, write_json
 
 from mera_pipelines.core.training.synthesis import category_of
 
@@ -34,14 +34,8 @@ DATASETS = {
 
 
 def read_version(project: Path, dataset: str, version: str | None) -> tuple[pd.DataFrame, str]:
-    folder = project / DATASETS[dataset]
-    versions = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
-    if not versions:
-        raise SystemExit(f"{folder}: no versions; run the train pipeline in {project} first")
-    chosen = version or versions[-1]
-    if chosen not in versions:
-        raise SystemExit(f"{folder}: no version {chosen!r}; have {versions[-5:]}")
-    return pd.read_parquet(folder / chosen / folder.name), chosen
+    path, chosen = dataset_version(project / DATASETS[dataset], version)
+    return pd.read_parquet(path), chosen
 
 
 def question_kind(question: str, qa_type: str) -> str:

@@ -403,6 +403,8 @@ class HeuristicQuestionWriter:
         self.aggregate = aggregate
         self.embedder = embedder
         self.min_category_similarity = min_category_similarity
+        # one row per CATEGORIES entry, embedded once per writer (not per memory or group)
+        self._category_vectors: Any = None
 
     def write(
         self, statements: list[Statement], types: Sequence[str], limit: int, rng: random.Random
@@ -573,7 +575,7 @@ class HeuristicQuestionWriter:
             return []
         # unit vectors (the Embedder contract): products are cosine similarities
         statement_vectors = self.embedder.embed([s.text for s in about_speaker])
-        similarity = statement_vectors @ self.embedder.embed([c.description for c in CATEGORIES]).T
+        similarity = statement_vectors @ self._categories().T
         groups: dict[tuple[str, str, int], list[tuple[float, Statement]]] = defaultdict(list)
         for row, s in enumerate(about_speaker):  # insertion order follows the shuffled input
             nearest = int(similarity[row].argmax())
@@ -588,21 +590,26 @@ class HeuristicQuestionWriter:
                 continue
             category = CATEGORIES[nearest]
             question = category.question.format(speaker=speaker)
-            answer = self._instances(chosen[:2], speaker, category, question)
+            answer = self._instances(chosen[:2], speaker, self._categories()[nearest], question)
             if not answer:
                 continue
             turn_ids = tuple(dict.fromkeys(t for s in chosen for t in s.turn_ids))
             out.append(Draft(memory_id, question, answer, turn_ids, "multi_hop"))
         return out
 
+    def _categories(self) -> Any:
+        assert self.embedder is not None
+        if self._category_vectors is None:
+            self._category_vectors = self.embedder.embed([c.description for c in CATEGORIES])
+        return self._category_vectors
+
     def _instances(
-        self, statements: list[Statement], speaker: str, category: Category, question: str
+        self, statements: list[Statement], speaker: str, target: Any, question: str
     ) -> str:
-        """The answer: per statement, its keyword nearest the category ("pottery" for
-        activities), not a word of the question."""
+        """The answer: per statement, its keyword nearest the category (``target``, its
+        vector: "pottery" for activities), not a word of the question."""
         assert self.embedder is not None
         asked = {w.lower() for w in tokenize(question)}
-        target = self.embedder.embed([category.description])[0]
         found = []
         for s in statements:
             words = [w for w in topic_keywords(s.text, speaker) if w.lower() not in asked]
