@@ -14,7 +14,7 @@ Per-question results are appended to ``<out>.<planner>.jsonl`` as they finish, s
 run resumes where it stopped and two planners can run in two processes (one core each):
 
     # the memory of locomo_dev5 (or any LoCoMo file), built once in a project folder
-    kedro run --pipeline=memory --params="source.path=<locomo_dev5.json>"
+    kedro run --pipelines=ingest,memory --params="source.path=<locomo_dev5.json>"
     python benchmarks/compare_planners.py --project . --memories conv-42,conv-43 \\
         --planner heuristic --planner sft=data/06_models/planner_sft/<version> \\
         --planner grpo=data/06_models/planner/<version>

@@ -149,3 +149,12 @@ def test_unknown_format_is_refused(project, default_run):
     result = kedro_cli(project, "run", "--pipelines=ingest", "--params=source.format=csv")
     assert result.returncode != 0
     assert "source.format" in result.stderr and "locomo" in result.stderr
+
+
+def test_a_stage_run_before_its_inputs_exist_names_the_pipeline_to_run_first(tmp_path):
+    fresh = make_project_copy(tmp_path)
+    result = kedro_cli(fresh, "run", "--pipelines=memory")
+    assert result.returncode != 0
+    message = next(line for line in result.stderr.splitlines() if line.startswith("ERROR: "))
+    assert "'turns'" in message and "`kedro run --pipeline=ingest`" in message
+    assert not (fresh / "data/05_model_input/memory.lancedb").exists()

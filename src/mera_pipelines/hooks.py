@@ -4,9 +4,11 @@ one-paragraph error for bad input."""
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from kedro.framework.hooks import hook_impl
@@ -16,14 +18,52 @@ from mera_pipelines.core.errors import MeraError
 logger = logging.getLogger(__name__)
 
 
-def find_mera_error(error: BaseException | None) -> MeraError | None:
-    """Kedro wraps dataset errors; walk the cause chain to the error a user should read."""
+def error_chain(error: BaseException | None) -> Iterator[BaseException]:
+    """The error and its causes, outermost first (Kedro wraps the errors of nodes and data sets)."""
     seen = set()
     while error is not None and id(error) not in seen:
-        if isinstance(error, MeraError):
-            return error
+        yield error
         seen.add(id(error))
         error = error.__cause__ or error.__context__
+
+
+def find_mera_error(error: BaseException | None) -> MeraError | None:
+    """The error in Kedro's wrapping that a user should read."""
+    return next((cause for cause in error_chain(error) if isinstance(cause, MeraError)), None)
+
+
+# Kedro's DatasetError when a versioned input was never saved: "<dataset>: Did not find any versions"
+_NO_VERSION = re.compile(r"^(?P<dataset>[\w.]+): Did not find any versions")
+# The stage pipelines of pipeline_registry, in run order: the first that writes a data set is named
+STAGE_PIPELINES = ("ingest", "memory", "synthesize", "collect", "train_planner", "evaluate")
+
+
+def missing_input_hint(error: BaseException | None) -> str | None:
+    """A versioned input that no run has saved yet, and the pipeline that writes it.
+
+    Running a stage on its own (``--pipeline=memory`` in a fresh project) otherwise ends in a
+    Kedro traceback about versions; this says which command to run first.
+    """
+    for cause in error_chain(error):
+        match = _NO_VERSION.match(str(cause))
+        if match:
+            dataset = match.group("dataset")
+            producer = pipeline_writing(dataset)
+            first = f"`kedro run --pipeline={producer}`" if producer else "its pipeline"
+            return (
+                f"No saved version of '{dataset}' yet: run {first} (with the same --env and "
+                "--params) first, or a composite pipeline that includes it (`train`, `evaluate`)."
+            )
+    return None
+
+
+def pipeline_writing(dataset: str) -> str | None:
+    from mera_pipelines.pipeline_registry import register_pipelines
+
+    pipelines = register_pipelines()
+    for name in STAGE_PIPELINES:
+        if dataset in pipelines[name].all_outputs():
+            return name
     return None
 
 
@@ -75,6 +115,10 @@ class RunReportHooks:
         if user_error is not None:
             # One readable paragraph ahead of the traceback Kedro prints for the same error.
             print(f"\nERROR: {user_error}\n", file=sys.stderr)
+            return
+        hint = missing_input_hint(error)
+        if hint is not None:
+            print(f"\nERROR: {hint}\n", file=sys.stderr)
 
 
 class LLMFailureHooks:
