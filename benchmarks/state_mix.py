@@ -5,7 +5,10 @@ planner states, and filtering's rollouts and retained states. Per question kind 
 temporal, multi-hop, and the multi-hop questions the category aggregate wrote, told apart by
 ``category_of``) it counts the questions, the states collected and the teacher's recall at
 each round, and what filtering did with the states it drew: every rollout recovered all the
-missing evidence ("all_full"), none ("all_zero"), or they disagreed ("retained").
+missing evidence ("all_full"), none ("all_zero"), or they disagreed ("retained"). For the drawn
+states the teacher went on from ("against_teacher"), it compares the best of the group's
+rollouts with the teacher's own plan, whose recovered share is read off the next round's
+found turns: how often sampling the planner finds a plan better than the one it imitated.
 
     python benchmarks/state_mix.py --project <project> --out benchmarks/results/state_mix_x.json
     # other versions than the newest: --questions-version, --states-version, --filter-version
@@ -42,6 +45,38 @@ def question_kind(question: str, qa_type: str) -> str:
     return "multi_hop_category" if category_of(question) else qa_type
 
 
+def teacher_recovered(states: pd.DataFrame) -> pd.Series:
+    """Per state with a next round: the share of its missing gold turns the teacher's plan found.
+
+    A question's state of round r + 1 holds what was found after the teacher's plan of round r
+    ran. Last rounds and states with nothing missing are left out.
+    """
+    found_next = {
+        (q, r - 1): set(found)
+        for q, r, found in zip(
+            states["question_id"], states["round_index"], states["found_turn_ids"], strict=True
+        )
+    }
+    shares = {}
+    for state in states.itertuples():
+        missing = set(state.gold_turn_ids) - set(state.found_turn_ids)
+        after = found_next.get((state.question_id, state.round_index))
+        if missing and after is not None:
+            shares[state.state_id] = len(after & missing) / len(missing)
+    return pd.Series(shares, dtype=float)
+
+
+def against_teacher(best: pd.Series, teacher: pd.Series) -> dict[str, Any]:
+    both = pd.concat({"best": best, "teacher": teacher}, axis=1, join="inner")
+    return {
+        "states": len(both),
+        "teacher_recovered_mean": round(float(both["teacher"].mean()), 4) if len(both) else None,
+        "best_rollout_recovered_mean": round(float(both["best"].mean()), 4) if len(both) else None,
+        "best_rollout_better": int((both["best"] > both["teacher"]).sum()),
+        "teacher_better": int((both["best"] < both["teacher"]).sum()),
+    }
+
+
 def state_mix(
     questions: pd.DataFrame, states: pd.DataFrame, rollouts: pd.DataFrame, retained: pd.DataFrame
 ) -> dict[str, Any]:
@@ -74,6 +109,7 @@ def state_mix(
         dtype=object,
     )
     kept = states[states["state_id"].isin(retained["state_id"])]
+    teacher = teacher_recovered(states)
     out: dict[str, Any] = {}
     for kind, group in states.groupby("kind"):
         in_filtering = fate[fate.index.isin(group["state_id"])]
@@ -95,6 +131,9 @@ def state_mix(
                 int(r): int(n)
                 for r, n in kept[kept["kind"] == kind].groupby("round_index").size().items()
             },
+            "against_teacher": against_teacher(
+                recovered["max"][recovered.index.isin(group["state_id"])], teacher
+            ),
         }
     return out
 

@@ -76,3 +76,21 @@ def test_reads_the_newest_versions_of_a_project(state_mix, tmp_path, monkeypatch
 def test_a_missing_version_is_a_clear_error(state_mix, tmp_path):
     with pytest.raises(SystemExit, match="no versions"):
         state_mix.read_version(tmp_path, "questions", None)
+
+
+def test_best_rollout_is_compared_with_the_teachers_next_round(state_mix):
+    teacher = state_mix.teacher_recovered(STATES)
+    # q1-r1 misses D1:1 and D2:1; after the teacher's plan round 2 had found D1:1
+    assert teacher.to_dict() == {"q1-r1": 0.5}
+    mix = state_mix.state_mix(QUESTIONS, STATES, ROLLOUTS, RETAINED)
+    assert mix["multi_hop_category"]["against_teacher"] == {
+        "states": 1,
+        "teacher_recovered_mean": 0.5,
+        "best_rollout_recovered_mean": 0.5,
+        "best_rollout_better": 0,
+        "teacher_better": 0,
+    }
+    better = ROLLOUTS.assign(recovered_share=[0.0, 1.0, 1.0, 1.0, 0.0, 0.0])
+    counts = state_mix.state_mix(QUESTIONS, STATES, better, RETAINED)["multi_hop_category"]
+    assert counts["against_teacher"]["best_rollout_better"] == 1
+    assert mix["multi_hop"]["against_teacher"]["states"] == 0  # q2 has no second round
