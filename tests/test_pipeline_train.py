@@ -170,3 +170,14 @@ def test_grpo_start_that_names_nothing_is_a_clear_error(project, train_run):
     assert "training.grpo_start 'no-such-planner' is neither 'latest'" in (
         result.stdout + result.stderr
     )
+
+
+def test_training_plot_shows_cut_off_plans_when_there_were_some():
+    from mera_pipelines.pipelines.train_planner.nodes import plot_training
+
+    grpo = {"reward_curve": [0.1, 0.2], "parse_failure_curve": [0.5, 0.25]}
+    without = plot_training({"loss_curve": [1.0]}, grpo)["training_curves.png"]
+    cut_off = plot_training({}, {**grpo, "cut_off_curve": [0.25, 0.0]})["training_curves.png"]
+    labels = [[line.get_label() for line in f.axes[2].get_lines()] for f in (without, cut_off)]
+    assert labels[0] == ["missing evidence recovered", "parse failure rate"]
+    assert labels[1] == [*labels[0], "of which cut off"]

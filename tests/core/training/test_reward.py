@@ -131,10 +131,29 @@ def test_output_the_deployed_planner_rejects_is_unparseable(text):
     assert plan.intents == []
 
 
-def test_truncated_json_is_repaired_not_penalised_as_unparseable():
-    plan = parse_plan_output('{"intents": [{"desired_fact": "Maya climbing gym", "entit', SETTINGS)
-    assert not plan.parse_failed
-    assert plan.intents[0].desired_fact == "Maya climbing gym"
+CUT_OFF_PLAN = '{"intents": [{"desired_fact": "Maya climbing gym", "entit'
+
+
+def test_json_cut_off_by_the_token_limit_is_unparseable():
+    plan = parse_plan_output(CUT_OFF_PLAN, SETTINGS)
+    assert plan.parse_failed and plan.truncated
+    assert plan.intents == []
+    assert total_reward(plan, None, SETTINGS) == SETTINGS.unparseable
+
+
+def test_the_deployed_planner_does_not_accept_a_cut_off_plan_as_it_is():
+    # the reward's verdict must match the backend's: it re-asks a cut-off reply and plans with
+    # the second answer, so the first is not what the trained planner's output is judged by
+    from mera_pipelines.core.llm.json_repair import RawReply, complete_json_with_one_reask
+    from mera_pipelines.core.roles.planner import INTENTS_SCHEMA
+
+    whole = '{"intents": [{"desired_fact": "Maya climbing gym rope"}]}'
+    replies = iter([RawReply(CUT_OFF_PLAN, 10, 96), RawReply(whole, 10, 12)])
+    reply = complete_json_with_one_reask(
+        lambda _messages: next(replies), [{"role": "user", "content": "plan"}], INTENTS_SCHEMA, "m"
+    )
+    assert reply.text == whole
+    assert not parse_plan_output(whole, SETTINGS).parse_failed
 
 
 def test_total_reward_subtracts_penalties():

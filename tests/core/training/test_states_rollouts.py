@@ -70,20 +70,26 @@ def test_reward_function_takes_trl_columns_and_logs_metrics(memory):
     completions = [
         [{"role": "assistant", "content": plan("Jonas dog Pepper vizsla")}],
         [{"role": "assistant", "content": "garbage"}],
+        [{"role": "assistant", "content": plan("Jonas dog Pepper vizsla")[:-12]}],  # cut off
     ]
     values = reward(
-        prompts=[[{"role": "user", "content": "q"}]] * 2,
+        prompts=[[{"role": "user", "content": "q"}]] * 3,
         completions=completions,
-        memory_id=["m", "m"],
-        gold_turn_ids=[["D2:1"], ["D2:1"]],
-        viewed_turn_ids=[[], []],
-        round_index=[2, 2],
+        memory_id=["m"] * 3,
+        gold_turn_ids=[["D2:1"]] * 3,
+        viewed_turn_ids=[[]] * 3,
+        round_index=[2] * 3,
         log_metric=logged.__setitem__,
         trainer_state=None,
     )
-    assert values == [pytest.approx(1.0), REWARD.unparseable]
-    assert logged == {"recall_gained": 0.5, "parse_failure_rate": 0.5, "format_penalty": 0.0}
-    assert reward.completions == 2 and reward.parse_failures == 1
+    assert values == [pytest.approx(1.0), REWARD.unparseable, REWARD.unparseable]
+    assert logged == {
+        "recall_gained": pytest.approx(1 / 3),
+        "parse_failure_rate": pytest.approx(2 / 3),
+        "cut_off_rate": pytest.approx(1 / 3),
+        "format_penalty": 0.0,
+    }
+    assert reward.completions == 3 and reward.parse_failures == 2 and reward.cut_off == 1
     assert reward.__name__ == "retrieval_reward"
 
     padded = [[{"role": "assistant", "content": plan("Pepper Pepper Pepper")}]]
@@ -101,9 +107,11 @@ def test_filtering_keeps_only_states_whose_samples_disagree(memory, roles):
     }
 
     def sampler(record, n):
-        return samples.get(record.state_id, [plan("Theo cooked pasta"), "junk"])[:n]
+        return samples.get(record.state_id, [plan("Theo cooked pasta")[:-5], "junk"])[:n]
 
     retained, rollouts, report = filter_states(records, sampler, memory, LOOP, REWARD, 2)
+    assert report.rollout_parse_failures == 2 * (len(with_missing) - 1)
+    assert len(with_missing) > 1 and report.rollout_cut_off == len(with_missing) - 1  # cut off
     assert report.states_collected == len(records)
     assert report.states_into_filtering == len(with_missing)
     assert [r.state_id for r in retained] == [with_missing[0].state_id]

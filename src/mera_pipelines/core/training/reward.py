@@ -10,7 +10,7 @@ output recovers and ``p`` the share of gold already found,
 so finishing a nearly complete evidence set earns more than the same share early on, and a turn
 counts once however many intents hit it (the search merges and deduplicates). Small penalties
 keep the output usable: too many entities, queries too short (in distinct content words) or too
-long, unparseable output.
+long, unparseable output (which includes output cut off by the token limit).
 """
 
 from __future__ import annotations
@@ -91,6 +91,7 @@ class ParsedPlan:
     intents: list[Intent]
     parse_failed: bool
     penalty: float
+    truncated: bool = False  # cut off mid-value by the token limit (also ``parse_failed``)
 
 
 def parse_plan_output(text: str, settings: RewardSettings) -> ParsedPlan:
@@ -101,10 +102,16 @@ def parse_plan_output(text: str, settings: RewardSettings) -> ParsedPlan:
     ``desired_fact`` makes the whole reply unusable there, so it must not be free here: with a
     check that only dropped such an intent, GRPO learned to add one (docs/benchmarks.md,
     sixteenth session) and the trained planner's every reply was rejected in evaluation.
+    A reply cut off by the token limit is not accepted as it is either: the backend asks the
+    model again and plans with its second answer. Closing it here instead let a GRPO run learn
+    plans longer than the limit, and in evaluation most of its calls were re-asked
+    (docs/benchmarks.md, twenty-third session).
     """
     decoded, _problem = decode_json_reply(text, INTENTS_SCHEMA)
     if decoded is None:  # no JSON, or not the planner's shape: unparseable, not a run error
         return ParsedPlan([], True, 0.0)
+    if decoded.truncated:
+        return ParsedPlan([], True, 0.0, truncated=True)
     intents = parse_intents(decoded.value, max_entities=10**6)
     if not intents:
         return ParsedPlan([], True, 0.0)

@@ -33,6 +33,7 @@ class RolloutOutcome:
     parse_failed: bool
     penalty: float
     retrieved_turn_ids: list[str] = field(default_factory=list)
+    truncated: bool = False  # cut off by the token limit (so also parse_failed)
 
 
 def score_completion(
@@ -48,7 +49,9 @@ def score_completion(
     """Run the intents of ``text`` as the loop would at this state and score what they find."""
     plan = parse_plan_output(text, reward)
     if plan.parse_failed:
-        return RolloutOutcome(total_reward(plan, None, reward), 0.0, 0.0, 0, True, 0.0)
+        return RolloutOutcome(
+            total_reward(plan, None, reward), 0.0, 0.0, 0, True, 0.0, truncated=plan.truncated
+        )
     queries = [intent.query_text() for intent in plan.intents]
     candidates = retrieve_round(memory, queries, memory_id, loop, round_index, viewed_turn_ids)
     retrieved = [c.turn_id for c in candidates]
@@ -85,6 +88,7 @@ class RetrievalReward:
         self.reward = reward
         self.completions = 0
         self.parse_failures = 0
+        self.cut_off = 0  # of the parse failures, completions cut off by the token limit
 
     def __call__(
         self,
@@ -113,9 +117,13 @@ class RetrievalReward:
         self.completions += len(outcomes)
         failures = sum(o.parse_failed for o in outcomes)
         self.parse_failures += failures
+        cut_off = sum(o.truncated for o in outcomes)
+        self.cut_off += cut_off
         if log_metric is not None and outcomes:
             log_metric("recall_gained", sum(o.recovered_share for o in outcomes) / len(outcomes))
             log_metric("parse_failure_rate", failures / len(outcomes))
+            # the part of those failures cut off by max_completion_length: plans too long
+            log_metric("cut_off_rate", cut_off / len(outcomes))
             # short or long queries, too many intents or entities: is the format learnt?
             log_metric("format_penalty", sum(o.penalty for o in outcomes) / len(outcomes))
         return [o.reward for o in outcomes]
@@ -142,6 +150,7 @@ class FilterReport:
     group_size: int = 0
     rollouts: int = 0
     rollout_parse_failures: int = 0
+    rollout_cut_off: int = 0  # of those, rollouts cut off by the token limit
     mean_rollout_reward: float | None = None
     mean_rollout_recovered: float | None = None
 
@@ -272,6 +281,7 @@ def filter_states(
             )
         report.rollouts += len(outcomes)
         report.rollout_parse_failures += sum(o.parse_failed for o in outcomes)
+        report.rollout_cut_off += sum(o.truncated for o in outcomes)
         rewards.extend(o.reward for o in outcomes)
         recovered.extend(o.recovered_share for o in outcomes)
         shares = [o.recovered_share for o in outcomes]

@@ -180,11 +180,13 @@ def train_planner_grpo(
         "settings": asdict(settings),
         "completions_scored": reward.completions,
         "parse_failures": reward.parse_failures,
+        "cut_off": reward.cut_off,
         **log.summary(),
         "reward_curve": log.curve("reward"),
         "reward_std_curve": log.curve("reward_std"),
         "recall_gained_curve": log.curve("recall_gained"),
         "parse_failure_curve": log.curve("parse_failure_rate"),
+        "cut_off_curve": log.curve("cut_off_rate"),
         "format_penalty_curve": log.curve("format_penalty"),
     }
     metadata = {
@@ -238,7 +240,7 @@ def _records(frame: pd.DataFrame) -> list[PlannerStateRecord]:
 
 
 def plot_training(sft_report: dict[str, Any], grpo_report: dict[str, Any]) -> dict[str, Any]:
-    """SFT loss and GRPO reward / recall gained / parse failures by step."""
+    """SFT loss and GRPO reward / recall gained / parse failures (and cut-off plans) by step."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -265,6 +267,9 @@ def plot_training(sft_report: dict[str, Any], grpo_report: dict[str, Any]) -> di
     failures = grpo_report.get("parse_failure_curve") or []
     axes[2].plot(range(1, len(gained) + 1), gained, marker=".", label="missing evidence recovered")
     axes[2].plot(range(1, len(failures) + 1), failures, marker=".", label="parse failure rate")
+    cut_off = grpo_report.get("cut_off_curve") or []  # absent in reports before this curve
+    if any(cut_off):
+        axes[2].plot(range(1, len(cut_off) + 1), cut_off, marker=".", label="of which cut off")
     axes[2].set(title="GRPO rollouts", xlabel="step", ylim=(0, 1))
     axes[2].legend()
     for axis in axes:
