@@ -4,6 +4,7 @@ from mera_pipelines.core.errors import LLMCallError
 from mera_pipelines.core.llm.json_repair import (
     RawReply,
     complete_json_with_one_reask,
+    judge_first_reply,
     parse_json_lenient,
     parse_json_with_flag,
     validate_shape,
@@ -164,3 +165,20 @@ def test_shape_problem_triggers_the_reask_and_a_second_failure_raises():
             "tiny-model",
         )
     assert len(call.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "accepted", "cut_off"),
+    [
+        ('{"a": 1}', {"a": 1}, None),
+        ('Sure: {"a": 1}', {"a": 1}, None),  # repaired, but whole: taken as it is
+        ('{"a": [1, 2', None, {"a": [1, 2]}),  # cut off: closed, kept only as a last resort
+        ('{"b": 1}', None, None),  # the wrong shape
+        ("no json", None, None),
+    ],
+)
+def test_a_first_reply_is_accepted_only_whole_and_in_shape(text, accepted, cut_off):
+    verdict = judge_first_reply(text, {"type": "object", "required": ["a"]})
+    assert (verdict.accepted.value if verdict.accepted else None) == accepted
+    assert (verdict.cut_off.value if verdict.cut_off else None) == cut_off
+    assert bool(verdict.problem) == (accepted is None)

@@ -187,13 +187,14 @@ def test_collect_node_min_rounds_runs_the_teacher_past_a_sufficient_verdict(memo
     lena = Question("m/q1", "m", "Where does Maya's sister Lena live?", "Lisbon", "4", ["D2:2"])
     questions = to_frame([lena], Question)
     loop = {"max_rounds": 3, "exhaustion_rounds": 4}
-    _, default_report, _ = collect_planner_states(questions, memory, {}, loop)
-    table, deep_report, _ = collect_planner_states(questions, memory, {"min_rounds": 3}, loop)
+    _, default_report, _ = collect_planner_states(questions, memory, None, {}, loop)
+    deep = {"collect": {"min_rounds": 3}}
+    table, deep_report, _ = collect_planner_states(questions, memory, None, deep, loop)
     assert default_report["mean_rounds"] == 1
     assert deep_report["mean_rounds"] == 3
     assert sorted(table["round_index"]) == [1, 2, 3]
     with pytest.raises(ConfigError, match="min_rounds"):
-        collect_planner_states(questions, memory, {"min_rounds": 0}, loop)
+        collect_planner_states(questions, memory, None, {"collect": {"min_rounds": 0}}, loop)
 
 
 def test_later_round_share_reserves_places_for_states_after_round_one(memory, roles):

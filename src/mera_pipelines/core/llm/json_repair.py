@@ -297,6 +297,31 @@ def decode_json_reply(text: str, schema: dict[str, Any] | None) -> tuple[Lenient
     return parsed, ""
 
 
+CUT_OFF_PROBLEM = "the reply stopped before its JSON value was complete"
+
+
+@dataclass(frozen=True)
+class FirstReply:
+    """How the JSON protocol judges a model's first answer: taken as it is, or asked again."""
+
+    accepted: LenientParse | None  # usable as it is
+    # A reply cut off mid-value (a token limit, or a connection cut by a proxy) is closed only
+    # as a last resort: closing it keeps a cut string as if it were the model's answer, so the
+    # model is asked once more first. The GRPO reward scores it as unparseable for that reason.
+    cut_off: LenientParse | None
+    problem: str  # why it was not accepted ("" when it was)
+
+
+def judge_first_reply(text: str, schema: dict[str, Any] | None) -> FirstReply:
+    """The one rule for a first reply: it must decode, fit ``schema`` and not be cut off."""
+    parsed, problem = decode_json_reply(text, schema)
+    if parsed is None:
+        return FirstReply(None, None, problem)
+    if parsed.truncated:
+        return FirstReply(None, parsed, CUT_OFF_PROBLEM)
+    return FirstReply(parsed, None, "")
+
+
 def with_json_instruction(messages: list[ChatMessage]) -> list[ChatMessage]:
     """The messages, with a request for JSON in the system turn unless they already mention JSON.
 
@@ -335,22 +360,17 @@ def complete_json_with_one_reask(
 ) -> JsonReply:
     """Ask, decode leniently, re-ask once with the bad output shown; raise LLMCallError after."""
     first = call(messages)
-    parsed, problem = decode_json_reply(first.text, schema)
-    if parsed is not None and not parsed.truncated:
+    verdict = judge_first_reply(first.text, schema)
+    if verdict.accepted is not None:
+        accepted = verdict.accepted
         return JsonReply(
-            parsed.value, first.text, first.tokens_in, first.tokens_out, parsed.repaired
+            accepted.value, first.text, first.tokens_in, first.tokens_out, accepted.repaired
         )
-    # A reply cut off mid-value (a token limit, or a connection cut by a proxy) is closed only
-    # as a last resort: closing it keeps a cut string as if it were the model's answer, so the
-    # model is asked once more first.
-    cut_off = parsed
-    if cut_off is not None:
-        problem = "the reply stopped before its JSON value was complete"
-    second = call(reask_messages(messages, first.text, problem))
+    second = call(reask_messages(messages, first.text, verdict.problem))
     parsed, second_problem = decode_json_reply(second.text, schema)
-    if parsed is None and cut_off is not None:
+    if parsed is None and verdict.cut_off is not None:
         return JsonReply(
-            cut_off.value,
+            verdict.cut_off.value,
             first.text,
             first.tokens_in + second.tokens_in,
             first.tokens_out + second.tokens_out,
@@ -359,7 +379,7 @@ def complete_json_with_one_reask(
     if parsed is None:
         raise LLMCallError(
             f"Model '{model_name}' did not return usable JSON after one repair request: "
-            f"{second_problem} (first reply: {problem})",
+            f"{second_problem} (first reply: {verdict.problem})",
             tokens_in=first.tokens_in + second.tokens_in,
             tokens_out=first.tokens_out + second.tokens_out,
         )

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mera_pipelines.core.errors import ConfigError
-from mera_pipelines.core.llm.json_repair import decode_json_reply
+from mera_pipelines.core.llm.json_repair import judge_first_reply
 from mera_pipelines.core.records import Intent
 from mera_pipelines.core.roles.planner import INTENTS_SCHEMA, parse_intents
 from mera_pipelines.core.settings import settings_from_params
@@ -97,8 +97,9 @@ class ParsedPlan:
 def parse_plan_output(text: str, settings: RewardSettings) -> ParsedPlan:
     """Intents from a raw completion, with the format penalties it earned.
 
-    A completion parses only if the deployed planner accepts it as it is: the same JSON decoding
-    and shape check (``INTENTS_SCHEMA``) as its backend's first call. One intent without
+    A completion parses only if the deployed planner accepts it as it is: the rule its backend
+    applies to a first reply (``judge_first_reply``: it decodes, fits ``INTENTS_SCHEMA`` and was
+    not cut off). One intent without
     ``desired_fact`` makes the whole reply unusable there, so it must not be free here: with a
     check that only dropped such an intent, GRPO learned to add one (docs/benchmarks.md,
     sixteenth session) and the trained planner's every reply was rejected in evaluation.
@@ -107,12 +108,10 @@ def parse_plan_output(text: str, settings: RewardSettings) -> ParsedPlan:
     plans longer than the limit, and in evaluation most of its calls were re-asked
     (docs/benchmarks.md, twenty-third session).
     """
-    decoded, _problem = decode_json_reply(text, INTENTS_SCHEMA)
-    if decoded is None:  # no JSON, or not the planner's shape: unparseable, not a run error
-        return ParsedPlan([], True, 0.0)
-    if decoded.truncated:
-        return ParsedPlan([], True, 0.0, truncated=True)
-    intents = parse_intents(decoded.value, max_entities=10**6)
+    verdict = judge_first_reply(text, INTENTS_SCHEMA)
+    if verdict.accepted is None:  # no JSON, not the planner's shape, or cut off: not a run error
+        return ParsedPlan([], True, 0.0, truncated=verdict.cut_off is not None)
+    intents = parse_intents(verdict.accepted.value, max_entities=10**6)
     if not intents:
         return ParsedPlan([], True, 0.0)
     penalty = settings.penalty * max(0, len(intents) - settings.max_intents)

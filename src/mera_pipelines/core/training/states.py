@@ -1,6 +1,9 @@
 """Planner-state collection: full MERA trajectories on training questions, one record saved
 before every planner call (question, graph, query history, gold turns E*, found turns F_t,
-memory id), with the teacher planner's plan for that state (the SFT target)."""
+memory id), with the teacher planner's plan for that state (the SFT target).
+
+The teacher plans the trajectories it is recorded on: the heuristic planner by default, or an
+LLM planner (any backend) when one is configured."""
 
 from __future__ import annotations
 
@@ -8,13 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from mera_pipelines.core.errors import ConfigError
+from mera_pipelines.core.errors import ConfigError, LLMCallError
 from mera_pipelines.core.graph import EvidenceGraph
 from mera_pipelines.core.llm.concurrency import ItemFailure, map_bounded
 from mera_pipelines.core.loop import LoopSettings, Roles, round_budget, run_mera
 from mera_pipelines.core.memory import MemoryIndex
-from mera_pipelines.core.records import Question
-from mera_pipelines.core.roles.planner import Planner, PlannerState, intents_to_json
+from mera_pipelines.core.records import Question, RoleUsage
+from mera_pipelines.core.roles.planner import Planner, PlannerState, PlanResult, intents_to_json
 from mera_pipelines.core.settings import settings_from_params
 
 
@@ -90,9 +93,40 @@ class CollectionReport:
     states_with_missing_evidence: int = 0
     mean_rounds: float = 0.0
     final_recall: float | None = None
+    teacher: str = ""
+    teacher_calls: int = 0
+    # calls whose reply was unusable after the backend's re-ask: the state's SFT target is then
+    # the heuristic planner's plan (LLMPlanner's fallback), so these are counted, not hidden
+    teacher_parse_failures: int = 0
+    teacher_tokens_in: int = 0
+    teacher_tokens_out: int = 0
+    teacher_failure_examples: list[str] = field(default_factory=list)  # the first few errors
 
     def as_dict(self) -> dict[str, Any]:
         return dict(vars(self))
+
+
+@dataclass
+class _RecordingTeacher:
+    """The teacher as the loop's planner: its plan for a state becomes that state's SFT target.
+
+    ``collect_states`` appends the state's record just before the loop asks for the plan, so
+    the plan belongs to the newest record."""
+
+    teacher: Planner
+    records: list[PlannerStateRecord]
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.teacher.name
+
+    def plan(self, state: PlannerState) -> PlanResult:
+        result = self.teacher.plan(state)
+        self.records[-1].teacher_output = intents_to_json(result.intents)
+        if result.parse_failed:
+            self.errors.append(f"{self.records[-1].state_id}: {result.error}")
+        return result
 
 
 def collect_states(
@@ -103,10 +137,13 @@ def collect_states(
     teacher: Planner,
     concurrency: int = 1,
 ) -> tuple[list[PlannerStateRecord], CollectionReport]:
-    """Run MERA on each question and keep the state before every planner call."""
+    """Run MERA with the teacher as planner on each question; keep the state before every
+    planner call and the teacher's plan for it."""
 
-    def one(question: Question) -> tuple[list[PlannerStateRecord], Any]:
+    def one(question: Question) -> tuple[list[PlannerStateRecord], Any, list[str]]:
         records: list[PlannerStateRecord] = []
+        recorder = _RecordingTeacher(teacher, records)
+        teacher_roles = replace(roles, planner=recorder)
 
         def keep(q: Question, state: PlannerState, _graph: EvidenceGraph, viewed, _accepted):
             gold = list(q.gold_turn_ids)
@@ -128,28 +165,51 @@ def collect_states(
                     viewed_turn_ids=list(viewed),
                     found_turn_ids=[t for t in gold if t in set(viewed)],
                     turn_budget=round_budget(settings, state.round_index),
-                    teacher_output=intents_to_json(teacher.plan(state).intents),
+                    teacher_output="",  # the teacher's plan, set when it has planned
                 )
             )
 
-        trajectory = run_mera(question, memory, roles, settings, system="collect", on_plan=keep)
-        return records, trajectory
+        trajectory = run_mera(
+            question, memory, teacher_roles, settings, system="collect", on_plan=keep
+        )
+        return records, trajectory, recorder.errors
 
     results = map_bounded(one, list(questions), concurrency=concurrency, desc="collect states")
-    report = CollectionReport(questions=len(questions))
+    report = CollectionReport(questions=len(questions), teacher=teacher.name)
     records: list[PlannerStateRecord] = []
     rounds, recalls = [], []
     for question, result in zip(questions, results, strict=True):
         if isinstance(result, ItemFailure):
             report.failed_questions.append(f"{question.question_id}: {result.message}")
             continue
-        question_records, trajectory = result
+        question_records, trajectory, teacher_errors = result
         records.extend(question_records)
+        _count_teacher_usage(report, trajectory.usage.get("planner"), teacher_errors)
         rounds.append(len(trajectory.rounds))
         if trajectory.rounds and trajectory.rounds[-1].recall_retrieved is not None:
             recalls.append(trajectory.rounds[-1].recall_retrieved)
+    if report.teacher_calls and report.teacher_parse_failures == report.teacher_calls:
+        raise LLMCallError(
+            f"The teacher planner '{teacher.name}' gave no usable plan in any of its "
+            f"{report.teacher_calls} calls, e.g. {report.teacher_failure_examples[:1]}; "
+            "check llm.teacher_planner"
+        )
     report.states = len(records)
     report.states_with_missing_evidence = sum(1 for r in records if r.missing_turn_ids)
     report.mean_rounds = sum(rounds) / len(rounds) if rounds else 0.0
     report.final_recall = sum(recalls) / len(recalls) if recalls else None
     return records, report
+
+
+def _count_teacher_usage(
+    report: CollectionReport, usage: RoleUsage | None, errors: list[str], examples: int = 3
+) -> None:
+    report.teacher_failure_examples.extend(
+        errors[: examples - len(report.teacher_failure_examples)]
+    )
+    if usage is None:
+        return
+    report.teacher_calls += usage.calls
+    report.teacher_parse_failures += usage.parse_failures
+    report.teacher_tokens_in += usage.tokens_in
+    report.teacher_tokens_out += usage.tokens_out

@@ -82,6 +82,20 @@ class GRPOSettings:
         return settings
 
 
+def planner_prompt_settings(training_params: dict[str, Any] | None) -> dict[str, Any]:
+    """``training.prompt``: how a planner prompt is cut and how long its reply may be.
+
+    The same for the teacher, SFT, filtering, GRPO and, through the planner's metadata,
+    evaluation; the reply limit defaults to GRPO's completion length."""
+    params = training_params or {}
+    grpo = GRPOSettings.from_params(params.get("grpo"))
+    prompt = dict(params.get("prompt") or {})
+    return {
+        "graph_chars": int(prompt.get("graph_chars", 600)),
+        "max_tokens": int(prompt.get("max_tokens", grpo.max_completion_length)),
+    }
+
+
 @dataclass
 class TrainingLog:
     """What a trainer did: its log history and the seconds of each optimisation step."""

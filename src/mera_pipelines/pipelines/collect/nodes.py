@@ -8,27 +8,36 @@ from typing import Any
 import pandas as pd
 
 from mera_pipelines.core import evaluation
+from mera_pipelines.core.llm import LLMBackend
 from mera_pipelines.core.loop import LoopSettings
 from mera_pipelines.core.memory import MemoryIndex
 from mera_pipelines.core.records import Question, from_frame
-from mera_pipelines.core.roles.planner import HeuristicPlanner
+from mera_pipelines.core.roles.planner import HeuristicPlanner, LLMPlanner, Planner
 from mera_pipelines.core.training.states import CollectSettings, collect_states
+from mera_pipelines.core.training.trainers import planner_prompt_settings
 
 
 def collect_planner_states(
     synthetic_questions: pd.DataFrame,
     memory: MemoryIndex,
+    teacher_llm: LLMBackend | None,
     params: dict[str, Any],
     loop_params: dict[str, Any],
 ) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
-    """States before every planner call of heuristic MERA runs (the teacher is the heuristic
-    planner: its plan for each state is the SFT target)."""
+    """States before every planner call of MERA runs planned by the teacher, whose plan for
+    each state is the SFT target: the heuristic planner, or an LLM planner over the backend
+    ``llm.teacher_planner`` when one is configured."""
     roles = evaluation.build_roles({}, evaluation.RoleBackends(), {})
-    collect = CollectSettings.from_params(params)
+    collect = CollectSettings.from_params(params.get("collect"))
     settings = collect.teacher_loop(LoopSettings.from_params(loop_params))
     questions = from_frame(synthetic_questions, Question)
     records, report = collect_states(
-        questions, memory, roles, settings, HeuristicPlanner(), collect.concurrency
+        questions,
+        memory,
+        roles,
+        settings,
+        teacher_planner(teacher_llm, params),
+        collect.concurrency,
     )
     table = pd.DataFrame([asdict(r) for r in records])
     metrics = {
@@ -37,5 +46,17 @@ def collect_planner_states(
             "value": float(report.states_with_missing_evidence),
             "step": 0,
         },
+        "collect.teacher_parse_failures": {
+            "value": float(report.teacher_parse_failures),
+            "step": 0,
+        },
     }
     return table, report.as_dict(), metrics
+
+
+def teacher_planner(backend: LLMBackend | None, training_params: dict[str, Any]) -> Planner:
+    """The heuristic planner, or an LLM planner that sees the prompt the student will see."""
+    if backend is None:
+        return HeuristicPlanner()
+    prompt = planner_prompt_settings(training_params)
+    return LLMPlanner(backend, graph_chars=prompt["graph_chars"], max_tokens=prompt["max_tokens"])

@@ -11,7 +11,8 @@ def create_pipeline(**kwargs) -> Pipeline:
                 [
                     "synthetic_questions",
                     "memory_index",
-                    "params:training.collect",
+                    "teacher_planner_llm",
+                    "params:training",
                     "params:evaluation.loop",
                 ],
                 ["planner_states", "collect_report", "collect_metrics"],

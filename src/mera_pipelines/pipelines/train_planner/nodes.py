@@ -28,6 +28,7 @@ from mera_pipelines.core.training.trainers import (
     GRPOSettings,
     PlannerSampler,
     SFTSettings,
+    planner_prompt_settings,
     run_grpo,
     run_sft,
 )
@@ -54,7 +55,7 @@ def warm_start_planner(
 ) -> tuple[PlannerModel, dict[str, Any]]:
     """SFT on the teacher's plans for the collected states (or the base model unchanged)."""
     settings = SFTSettings.from_params(params.get("sft"))
-    prompt = _prompt_settings(params)
+    prompt = planner_prompt_settings(params)
     metadata = {
         "base_model": base.metadata.get("base_model", str(base.folder)),
         "train_memory_ids": split["train_memory_ids"],
@@ -102,7 +103,7 @@ def filter_training_states(
     start = _grpo_start(sft_planners, params)
     filtering = dict(params.get("filtering") or {})
     grpo = GRPOSettings.from_params(params.get("grpo"))
-    prompt = _prompt_settings(params)
+    prompt = planner_prompt_settings(params)
     template = load_prompt(DEFAULT_PLAN_PROMPT)
     sampler = PlannerSampler(
         start.folder,
@@ -154,7 +155,7 @@ def train_planner_grpo(
 ) -> tuple[PlannerModel, dict[str, Any], dict[str, Any]]:
     start = _grpo_start(sft_planners, params)
     settings = GRPOSettings.from_params(params.get("grpo"))
-    prompt = _prompt_settings(params)
+    prompt = planner_prompt_settings(params)
     template = load_prompt(DEFAULT_PLAN_PROMPT)
     rows = [
         {
@@ -218,15 +219,6 @@ def _grpo_start(sft_planners: PlannerModelStore, params: dict[str, Any]) -> Plan
 
 def _optional_float(value: Any) -> float | None:
     return None if value is None else float(value)
-
-
-def _prompt_settings(params: dict[str, Any]) -> dict[str, Any]:
-    grpo = GRPOSettings.from_params(params.get("grpo"))
-    prompt = dict(params.get("prompt") or {})
-    return {
-        "graph_chars": int(prompt.get("graph_chars", 600)),
-        "max_tokens": int(prompt.get("max_tokens", grpo.max_completion_length)),
-    }
 
 
 def _record_columns() -> list[str]:
