@@ -254,15 +254,18 @@ def test_sft_can_skip_teacher_plans_the_reward_penalises(memory, roles, monkeypa
     monkeypatch.setattr(nodes, "run_sft", fake_sft)
     base = PlannerModel(tmp_path, {"stage": "base"})
     split = {"train_memory_ids": ["m"]}
-    _, report = nodes.warm_start_planner(base, states, split, {"sft": {}})
+    collected = {"teacher": "llm:teacher-model"}
+    planner, report = nodes.warm_start_planner(base, states, collected, split, {"sft": {}})
     assert trained[-1] == outputs and report["skipped_penalised_plans"] == 0
+    assert planner.metadata["sft"]["teacher"] == "llm:teacher-model"  # what it imitated
     _, report = nodes.warm_start_planner(
-        base, states, split, {"sft": {"skip_penalised_plans": True}}
+        base, states, {}, split, {"sft": {"skip_penalised_plans": True}}
     )
+    assert report["teacher"] == "heuristic"  # a collect report from before the option
     # the empty plan is scored as unparseable and "pasta" is one word short of three
     assert trained[-1] == [outputs[0], outputs[3]]
     assert report["examples"] == 2 and report["skipped_penalised_plans"] == 2
     with pytest.raises(ConfigError, match="skip_penalised_plans"):
         nodes.warm_start_planner(
-            base, states.iloc[1:3], split, {"sft": {"skip_penalised_plans": True}}
+            base, states.iloc[1:3], {}, split, {"sft": {"skip_penalised_plans": True}}
         )

@@ -51,7 +51,11 @@ def prepare_base_planner(params: dict[str, Any]) -> PlannerModel:
 
 
 def warm_start_planner(
-    base: PlannerModel, states: pd.DataFrame, split: dict[str, Any], params: dict[str, Any]
+    base: PlannerModel,
+    states: pd.DataFrame,
+    collect_report: dict[str, Any],
+    split: dict[str, Any],
+    params: dict[str, Any],
 ) -> tuple[PlannerModel, dict[str, Any]]:
     """SFT on the teacher's plans for the collected states (or the base model unchanged)."""
     settings = SFTSettings.from_params(params.get("sft"))
@@ -61,6 +65,7 @@ def warm_start_planner(
         "train_memory_ids": split["train_memory_ids"],
         "prompt": prompt,
     }
+    teacher = collect_report.get("teacher") or "heuristic"  # reports before the option: heuristic
     if not settings.enabled:
         return PlannerModel(base.folder, {**metadata, "stage": "base"}), {"enabled": False}
     records = _records(states)
@@ -85,6 +90,7 @@ def warm_start_planner(
     )
     report = {
         "enabled": True,
+        "teacher": teacher,
         "examples": len(examples),
         "skipped_penalised_plans": skipped,
         **log.summary(),

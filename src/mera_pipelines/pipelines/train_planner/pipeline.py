@@ -15,7 +15,13 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(prepare_base_planner, "params:training", "base_planner", name="prepare_base"),
             Node(
                 warm_start_planner,
-                ["base_planner", "planner_states", "training_split", "params:training"],
+                [
+                    "base_planner",
+                    "planner_states",
+                    "collect_report",
+                    "training_split",
+                    "params:training",
+                ],
                 ["sft_planner", "sft_report"],
                 name="warm_start_planner",
             ),
