@@ -13,11 +13,19 @@ from typing import Any
 
 from mera_pipelines.core.errors import ConfigError, LLMCallError
 from mera_pipelines.core.graph import EvidenceGraph
+from mera_pipelines.core.llm import LLMBackend
 from mera_pipelines.core.llm.concurrency import ItemFailure, map_bounded
 from mera_pipelines.core.loop import LoopSettings, Roles, round_budget, run_mera
 from mera_pipelines.core.memory import MemoryIndex
 from mera_pipelines.core.records import Question, RoleUsage
-from mera_pipelines.core.roles.planner import Planner, PlannerState, PlanResult, intents_to_json
+from mera_pipelines.core.roles.planner import (
+    HeuristicPlanner,
+    LLMPlanner,
+    Planner,
+    PlannerState,
+    PlanResult,
+    intents_to_json,
+)
 from mera_pipelines.core.settings import settings_from_params
 
 
@@ -127,6 +135,14 @@ class _RecordingTeacher:
         if result.parse_failed:
             self.errors.append(f"{self.records[-1].state_id}: {result.error}")
         return result
+
+
+def make_teacher(backend: LLMBackend | None, prompt: dict[str, Any]) -> Planner:
+    """The heuristic planner, or an LLM planner over ``backend`` that sees the prompt the
+    student will see (``prompt``: graph_chars and max_tokens, as ``training.prompt``)."""
+    if backend is None:
+        return HeuristicPlanner()
+    return LLMPlanner(backend, graph_chars=prompt["graph_chars"], max_tokens=prompt["max_tokens"])
 
 
 def collect_states(

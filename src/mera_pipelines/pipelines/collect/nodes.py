@@ -12,8 +12,7 @@ from mera_pipelines.core.llm import LLMBackend
 from mera_pipelines.core.loop import LoopSettings
 from mera_pipelines.core.memory import MemoryIndex
 from mera_pipelines.core.records import Question, from_frame
-from mera_pipelines.core.roles.planner import HeuristicPlanner, LLMPlanner, Planner
-from mera_pipelines.core.training.states import CollectSettings, collect_states
+from mera_pipelines.core.training.states import CollectSettings, collect_states, make_teacher
 from mera_pipelines.core.training.trainers import planner_prompt_settings
 
 
@@ -36,7 +35,7 @@ def collect_planner_states(
         memory,
         roles,
         settings,
-        teacher_planner(teacher_llm, params),
+        make_teacher(teacher_llm, planner_prompt_settings(params)),
         collect.concurrency,
     )
     table = pd.DataFrame([asdict(r) for r in records])
@@ -52,11 +51,3 @@ def collect_planner_states(
         },
     }
     return table, report.as_dict(), metrics
-
-
-def teacher_planner(backend: LLMBackend | None, training_params: dict[str, Any]) -> Planner:
-    """The heuristic planner, or an LLM planner that sees the prompt the student will see."""
-    if backend is None:
-        return HeuristicPlanner()
-    prompt = planner_prompt_settings(training_params)
-    return LLMPlanner(backend, graph_chars=prompt["graph_chars"], max_tokens=prompt["max_tokens"])
