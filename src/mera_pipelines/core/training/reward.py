@@ -99,10 +99,10 @@ def parse_plan_output(text: str, settings: RewardSettings) -> ParsedPlan:
 
     A completion parses only if the deployed planner accepts it as it is: the rule its backend
     applies to a first reply (``judge_first_reply``: it decodes, fits ``INTENTS_SCHEMA`` and was
-    not cut off). One intent without
-    ``desired_fact`` makes the whole reply unusable there, so it must not be free here: with a
-    check that only dropped such an intent, GRPO learned to add one (docs/benchmarks.md,
-    sixteenth session) and the trained planner's every reply was rejected in evaluation.
+    not cut off). One intent without ``desired_fact`` makes the whole reply unusable there, so
+    it must not be free here: with a check that only dropped such an intent, GRPO learned to
+    add one (docs/benchmarks.md, sixteenth session) and the trained planner's every reply was
+    rejected in evaluation.
     A reply cut off by the token limit is not accepted as it is either: the backend asks the
     model again and plans with its second answer. Closing it here instead let a GRPO run learn
     plans longer than the limit, and in evaluation most of its calls were re-asked
