@@ -136,7 +136,7 @@ CUT_OFF_PLAN = '{"intents": [{"desired_fact": "Maya climbing gym", "entit'
 
 def test_json_cut_off_by_the_token_limit_is_unparseable():
     plan = parse_plan_output(CUT_OFF_PLAN, SETTINGS)
-    assert plan.parse_failed and plan.truncated
+    assert plan.parse_failed and plan.cut_off
     assert plan.intents == []
     assert total_reward(plan, None, SETTINGS) == SETTINGS.unparseable
 

@@ -30,7 +30,7 @@ _JSON_INSTRUCTION = "Reply with a single JSON value only."
 class LenientParse:
     value: Any
     repaired: bool  # the text was not valid JSON once fences and reasoning were removed
-    truncated: bool = False  # the value had to be closed: the reply was cut off mid-value
+    cut_off: bool = False  # the reply stopped mid-value, so the value had to be closed
 
 
 def parse_json_lenient(text: str | None) -> Any:
@@ -69,7 +69,7 @@ def parse_json_with_flag(text: str | None) -> LenientParse:
                 if value is _UNCLOSED:
                     break  # every later start lies inside this unclosed value
                 if value is not _NOTHING:
-                    return LenientParse(value, repaired=True, truncated=allow_truncated)
+                    return LenientParse(value, repaired=True, cut_off=allow_truncated)
     raise ValueError(f"reply is not repairable JSON: {_preview(text)}")
 
 
@@ -317,7 +317,7 @@ def judge_first_reply(text: str, schema: dict[str, Any] | None) -> FirstReply:
     parsed, problem = decode_json_reply(text, schema)
     if parsed is None:
         return FirstReply(None, None, problem)
-    if parsed.truncated:
+    if parsed.cut_off:
         return FirstReply(None, parsed, CUT_OFF_PROBLEM)
     return FirstReply(parsed, None, "")
 

@@ -91,7 +91,7 @@ class ParsedPlan:
     intents: list[Intent]
     parse_failed: bool
     penalty: float
-    truncated: bool = False  # cut off mid-value by the token limit (also ``parse_failed``)
+    cut_off: bool = False  # mid-value, by the token limit (also ``parse_failed``)
 
 
 def parse_plan_output(text: str, settings: RewardSettings) -> ParsedPlan:
@@ -110,7 +110,7 @@ def parse_plan_output(text: str, settings: RewardSettings) -> ParsedPlan:
     """
     verdict = judge_first_reply(text, INTENTS_SCHEMA)
     if verdict.accepted is None:  # no JSON, not the planner's shape, or cut off: not a run error
-        return ParsedPlan([], True, 0.0, truncated=verdict.cut_off is not None)
+        return ParsedPlan([], True, 0.0, cut_off=verdict.cut_off is not None)
     intents = parse_intents(verdict.accepted.value, max_entities=10**6)
     if not intents:
         return ParsedPlan([], True, 0.0)

@@ -33,7 +33,7 @@ class RolloutOutcome:
     parse_failed: bool
     penalty: float
     retrieved_turn_ids: list[str] = field(default_factory=list)
-    truncated: bool = False  # cut off by the token limit (so also parse_failed)
+    cut_off: bool = False  # by the token limit (so also parse_failed)
 
 
 def score_completion(
@@ -50,7 +50,7 @@ def score_completion(
     plan = parse_plan_output(text, reward)
     if plan.parse_failed:
         return RolloutOutcome(
-            total_reward(plan, None, reward), 0.0, 0.0, 0, True, 0.0, truncated=plan.truncated
+            total_reward(plan, None, reward), 0.0, 0.0, 0, True, 0.0, cut_off=plan.cut_off
         )
     queries = [intent.query_text() for intent in plan.intents]
     candidates = retrieve_round(memory, queries, memory_id, loop, round_index, viewed_turn_ids)
@@ -117,7 +117,7 @@ class RetrievalReward:
         self.completions += len(outcomes)
         failures = sum(o.parse_failed for o in outcomes)
         self.parse_failures += failures
-        cut_off = sum(o.truncated for o in outcomes)
+        cut_off = sum(o.cut_off for o in outcomes)
         self.cut_off += cut_off
         if log_metric is not None and outcomes:
             log_metric("recall_gained", sum(o.recovered_share for o in outcomes) / len(outcomes))
@@ -281,7 +281,7 @@ def filter_states(
             )
         report.rollouts += len(outcomes)
         report.rollout_parse_failures += sum(o.parse_failed for o in outcomes)
-        report.rollout_cut_off += sum(o.truncated for o in outcomes)
+        report.rollout_cut_off += sum(o.cut_off for o in outcomes)
         rewards.extend(o.reward for o in outcomes)
         recovered.extend(o.recovered_share for o in outcomes)
         shares = [o.recovered_share for o in outcomes]
