@@ -1,4 +1,4 @@
-"""`memory.ann_index` reaches the memory dataset from globals, and a run can override it."""
+"""Globals a run can override with --params: `memory.ann_index` and the SFT teacher's backend."""
 
 from __future__ import annotations
 
@@ -13,11 +13,15 @@ from mera_pipelines.datasets import LanceDBMemoryDataset
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
-def memory_index_config(runtime_params: dict | None = None) -> dict:
+def catalog_entry(name: str, runtime_params: dict | None = None) -> dict:
     loader = OmegaConfigLoader(
         str(CONF), base_env="base", default_run_env="local", runtime_params=runtime_params
     )
-    return loader["catalog"]["memory_index"]
+    return loader["catalog"][name]
+
+
+def memory_index_config(runtime_params: dict | None = None) -> dict:
+    return catalog_entry("memory_index", runtime_params)
 
 
 def test_default_is_auto_with_a_row_threshold():
@@ -35,3 +39,15 @@ def test_runtime_param_overrides_the_index(tmp_path):
 def test_a_bad_index_type_fails_when_the_catalog_is_built(tmp_path):
     with pytest.raises(Exception, match="ann_index"):
         LanceDBMemoryDataset(uri=str(tmp_path / "db"), ann={"index": "faiss"})
+
+
+def test_the_teacher_is_the_heuristic_unless_a_run_names_one():
+    assert catalog_entry("teacher_planner_llm")["backend"] == {"kind": "none"}
+
+
+def test_a_run_can_name_a_trained_planner_as_the_teacher():
+    # a trained planner is a versioned folder, so a run names it on the command line:
+    # --params="llm.teacher_planner.kind=transformers,llm.teacher_planner.path=<folder>"
+    teacher = {"kind": "transformers", "path": "data/06_models/planner/2026-12-03T14.38.01.680Z"}
+    backend = catalog_entry("teacher_planner_llm", {"llm": {"teacher_planner": teacher}})["backend"]
+    assert backend == teacher
