@@ -1,4 +1,5 @@
-"""Globals a run can override with --params: `memory.ann_index` and the SFT teacher's backend."""
+"""Globals a run can override with --params (`memory.ann_index`, the SFT teacher's backend), and
+the errors that name the setting to mend."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from kedro.config import OmegaConfigLoader
 
 from mera_pipelines.core.memory import AnnSettings
 from mera_pipelines.datasets import LanceDBMemoryDataset
+from mera_pipelines.datasets.llm_backend import LLMBackendDataset
+from mera_pipelines.hooks import find_mera_error
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -51,3 +54,29 @@ def test_a_run_can_name_a_trained_planner_as_the_teacher():
     teacher = {"kind": "transformers", "path": "data/06_models/planner/2026-12-03T14.38.01.680Z"}
     backend = catalog_entry("teacher_planner_llm", {"llm": {"teacher_planner": teacher}})["backend"]
     assert backend == teacher
+
+
+def test_a_teacher_named_without_its_kind_fails_naming_the_setting(tmp_path):
+    # the override replaces the whole backend, so `path` alone leaves no kind
+    entry = catalog_entry("teacher_planner_llm", {"llm": {"teacher_planner": {"path": "x"}}})
+    dataset = LLMBackendDataset(
+        backend=entry["backend"], cache_dir=str(tmp_path), setting=entry["setting"]
+    )
+    with pytest.raises(Exception) as raised:  # Kedro wraps a load error in DatasetError
+        dataset.load()
+    # the paragraph the run's error hook prints: `ERROR: <this>`
+    assert str(find_mera_error(raised.value)).startswith(
+        "llm.teacher_planner: Unknown LLM backend kind None"
+    )
+
+
+def test_every_llm_backend_in_the_catalog_names_its_setting():
+    loader = OmegaConfigLoader(str(CONF), base_env="base", default_run_env="local")
+    backends = {
+        name: entry
+        for name, entry in loader["catalog"].items()
+        if entry.get("type", "").endswith("LLMBackendDataset")
+    }
+    assert len(backends) >= 8
+    for name, entry in backends.items():
+        assert entry.get("setting") == f"llm.{name.removesuffix('_llm')}", name
