@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from kedro.config import OmegaConfigLoader
+from kedro.io import DatasetError
 
 from mera_pipelines.core.memory import AnnSettings
 from mera_pipelines.datasets import LanceDBMemoryDataset
@@ -62,7 +63,7 @@ def test_a_teacher_named_without_its_kind_fails_naming_the_setting(tmp_path):
     dataset = LLMBackendDataset(
         backend=entry["backend"], cache_dir=str(tmp_path), setting=entry["setting"]
     )
-    with pytest.raises(Exception) as raised:  # Kedro wraps a load error in DatasetError
+    with pytest.raises(DatasetError) as raised:  # Kedro wraps a load error
         dataset.load()
     # the paragraph the run's error hook prints: `ERROR: <this>`
     assert str(find_mera_error(raised.value)).startswith(
