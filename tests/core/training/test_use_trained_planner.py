@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.evaluation import use_trained_planner
 from mera_pipelines.core.training.model_store import PlannerModel
 
@@ -34,3 +37,10 @@ def test_explicit_role_params_win_over_the_metadata(tmp_path):
     use_trained_planner(model, {"cache_dir": str(tmp_path / "cache")}, {}, role_params)
 
     assert role_params == {"planner": {"graph_chars": 900}}
+
+
+def test_a_bad_backend_setting_is_named_in_the_error(tmp_path):
+    model = PlannerModel(model_folder(tmp_path), {"prompt": {}})
+
+    with pytest.raises(ConfigError, match=r"^evaluation\.planner_model_backend: Unknown key\(s\) "):
+        use_trained_planner(model, {"torch_thread": 1}, {}, {})
