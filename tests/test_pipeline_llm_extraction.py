@@ -29,11 +29,15 @@ def scripted_extraction(request_json: dict) -> Reply:
 
 @pytest.fixture
 def server():
-    calls = {"n": 0}
+    attempts: dict[str, int] = {}
 
     def handler(request_json: dict) -> Reply:
-        calls["n"] += 1
-        if calls["n"] % 9 == 0:  # a server error on every 9th request; the retry succeeds
+        prompt = request_json["messages"][-1]["content"]
+        attempts[prompt] = attempts.get(prompt, 0) + 1
+        # A server error on the first attempt of every 9th distinct prompt; its retry succeeds.
+        # Keyed by prompt, not by a global request count: with 4 calls in flight a global count
+        # can land one prompt's every retry on a failing slot and exhaust its retries.
+        if attempts[prompt] == 1 and len(attempts) % 9 == 0:
             return Reply.server_error(503)
         return scripted_extraction(request_json)
 
