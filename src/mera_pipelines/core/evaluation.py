@@ -133,14 +133,11 @@ def use_trained_planner(
     ``kinds`` and applies the prompt settings it was trained with (unless set explicitly)."""
     backend_params = dict(backend_params)
     cache_dir = backend_params.pop("cache_dir", None)
-    try:
-        backend = make_backend(
-            {"kind": "transformers", "path": str(model.folder), **backend_params},
-            cache_dir=cache_dir,
-        )
-    except ConfigError as error:
-        # Name the setting to mend, as the catalog's LLM backends do.
-        raise ConfigError(f"evaluation.planner_model_backend: {error}") from error
+    backend = make_backend(
+        {"kind": "transformers", "path": str(model.folder), **backend_params},
+        cache_dir=cache_dir,
+        setting="evaluation.planner_model_backend",
+    )
     kinds["planner"] = "llm"
     prompt = model.prompt_settings
     planner_params = role_params.setdefault("planner", {})

@@ -11,7 +11,6 @@ from typing import Any
 
 from kedro.io import AbstractDataset, DatasetError
 
-from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.llm import LLMBackend
 from mera_pipelines.core.llm.factory import make_backend
 
@@ -32,14 +31,12 @@ class LLMBackendDataset(AbstractDataset[None, LLMBackend | None]):
         self.metadata = metadata
 
     def load(self) -> LLMBackend | None:
-        try:
-            return make_backend(
-                self._backend, cache_dir=self._cache_dir, credentials=self._credentials
-            )
-        except ConfigError as error:
-            if self._setting is None:
-                raise
-            raise ConfigError(f"{self._setting}: {error}") from error
+        return make_backend(
+            self._backend,
+            cache_dir=self._cache_dir,
+            credentials=self._credentials,
+            setting=self._setting,
+        )
 
     def save(self, data: None) -> None:
         raise DatasetError("An LLM backend is configuration; it cannot be saved.")

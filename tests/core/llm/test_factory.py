@@ -59,6 +59,12 @@ def test_bad_configs_are_clear_config_errors(config, message):
         make_backend(config)
 
 
+def test_a_named_setting_leads_the_error_and_a_good_config_is_unaffected():
+    with pytest.raises(ConfigError, match=r"^llm\.verifier: Unknown LLM backend kind 'claude'"):
+        make_backend({"kind": "claude"}, setting="llm.verifier")
+    assert make_backend({"kind": "none"}, setting="llm.verifier") is None
+
+
 def test_openai_config_builds_a_working_backend_with_cache_and_concurrency(stub_server, tmp_path):
     stub_server.set_handler(lambda request: Reply('{"a": 1}'))
     backend = make_backend(

@@ -50,11 +50,27 @@ def make_backend(
     *,
     cache_dir: str | Path | None = None,
     credentials: Mapping[str, Any] | None = None,
+    setting: str | None = None,
 ) -> LLMBackend | None:
     """The backend ``config`` describes, or None for ``kind: none`` (heuristic roles).
 
     ``cache_dir`` enables the on-disk response cache unless the config says ``cache: false``.
+    ``setting`` names where ``config`` came from (``llm.teacher_planner``); a configuration
+    error then starts with it, so the message says which setting to mend.
     """
+    try:
+        return _backend_from_config(config, cache_dir, credentials)
+    except ConfigError as error:
+        if setting is None:
+            raise
+        raise ConfigError(f"{setting}: {error}") from error
+
+
+def _backend_from_config(
+    config: Mapping[str, Any] | None,
+    cache_dir: str | Path | None,
+    credentials: Mapping[str, Any] | None,
+) -> LLMBackend | None:
     if config is None:
         return None
     if not isinstance(config, Mapping):
