@@ -20,7 +20,9 @@ run resumes where it stopped and two planners can run in two processes (one core
         --planner grpo=data/06_models/planner/<version>
     # or one planner per process, then: --summarise-only with all --planner flags;
     # one planner in two processes: --shard 0/2 and --shard 1/2 (each takes every 2nd question)
-    # seeds of one configuration: --average grpo=grpo_s0+grpo_s1 adds their per-question mean
+    # seeds of one configuration: --average grpo=grpo_s0+grpo_s1 adds their per-question mean;
+    # --best-of oracle=heuristic+grpo adds the better of the two per question (headroom, not a
+    # planner); every paired difference also counts the questions a planner is higher and lower
     # planners scored in an earlier comparison of the same memory and loop:
     #   --summarise-only --results-from <its --out> (joined on the questions all planners have)
 """
@@ -154,27 +156,39 @@ def run_planner(
                 print(f"[{name}] {number}/{len(todo)}", flush=True)
 
 
+# per-question recalls closer than this count as equal (they are means of a few 0/1 hits)
+SAME_RECALL = 1e-9
+
+
 def paired(a: list[float], b: list[float]) -> dict[str, float]:
-    """Mean of a - b and its standard error (paired over the same questions)."""
+    """Mean of a - b and its standard error (paired over the same questions), and on how many
+    questions a is higher and lower: a mean gain made on few questions is all the planners'
+    disagreement, and the standard error cannot shrink below what those few questions allow."""
     diffs = [x - y for x, y in zip(a, b, strict=True)]
     n = len(diffs)
     mean = sum(diffs) / n
     var = sum((d - mean) ** 2 for d in diffs) / (n - 1) if n > 1 else 0.0
-    return {"mean": mean, "standard_error": math.sqrt(var / n) if n else 0.0}
+    return {
+        "mean": mean,
+        "standard_error": math.sqrt(var / n) if n else 0.0,
+        "higher": sum(d > SAME_RECALL for d in diffs),
+        "lower": sum(d < -SAME_RECALL for d in diffs),
+    }
 
 
-def parse_average(spec: str, planners: list[str]) -> tuple[str, list[str]]:
-    """``NAME=a+b+c``: a row that averages planners a, b, c per question (e.g. seeds of one
-    configuration); each member must also be a --planner."""
+def parse_average(spec: str, planners: list[str], flag: str = "--average") -> tuple[str, list[str]]:
+    """``NAME=a+b+c``: a row made of planners a, b, c per question (``--average``: their mean,
+    e.g. seeds of one configuration; ``--best-of``: the best of them); each member must also be
+    a --planner."""
     name, _, members = spec.partition("=")
     names = [m for m in members.split("+") if m]
     if not name or len(names) < 2:
-        raise SystemExit(f"--average {spec!r}: expected NAME=a+b (two or more --planner names)")
+        raise SystemExit(f"{flag} {spec!r}: expected NAME=a+b (two or more --planner names)")
     unknown = [m for m in names if m not in planners]
     if unknown:
-        raise SystemExit(f"--average {spec!r}: {unknown} are not --planner names {planners}")
+        raise SystemExit(f"{flag} {spec!r}: {unknown} are not --planner names {planners}")
     if name in planners:
-        raise SystemExit(f"--average {spec!r}: {name!r} is already a --planner name")
+        raise SystemExit(f"{flag} {spec!r}: {name!r} is already a --planner name")
     return name, names
 
 
@@ -200,6 +214,19 @@ def average_rows(member_rows: list[dict[str, dict[str, Any]]]) -> dict[str, dict
     return averaged
 
 
+def best_rows(member_rows: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Per question, the record of the member with the highest final recall (the first on a
+    tie); only questions every member finished with gold evidence. Not a planner: what choosing
+    the right planner for each question would reach, the headroom their disagreements hold."""
+    common = set.intersection(
+        *({q for q, r in rows.items() if r["final"] is not None} for rows in member_rows)
+    )
+    return {
+        qid: max((rows[qid] for rows in member_rows), key=lambda record: record["final"])
+        for qid in common
+    }
+
+
 def results_file(name: str, out: Path, results_from: list[Path] = ()) -> Path | None:
     """A planner's per-question results: next to ``out``, else next to the first of the other
     comparisons (``--results-from``) that has them; None when there are none."""
@@ -216,6 +243,7 @@ def summarise(
     out: Path,
     averages: dict[str, list[str]] | None = None,
     results_from: list[Path] = (),
+    best_of: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     files = {name: results_file(name, out, results_from) for name in names}
     missing = [name for name, path in files.items() if path is None]
@@ -224,7 +252,9 @@ def summarise(
     rows = {name: {r["question_id"]: r for r in read_rows(path)} for name, path in files.items()}
     for name, members in (averages or {}).items():
         rows[name] = average_rows([rows[m] for m in members])
-    names = [*names, *(averages or {})]
+    for name, members in (best_of or {}).items():
+        rows[name] = best_rows([rows[m] for m in members])
+    names = [*names, *(averages or {}), *(best_of or {})]
     # Recall is defined for questions with gold evidence; only those every planner finished.
     common = [
         q.question_id
@@ -367,6 +397,13 @@ def main() -> None:
         default=[],
         help="NAME=a+b: also summarise the per-question mean of planners a and b (e.g. seeds)",
     )
+    parser.add_argument(
+        "--best-of",
+        action="append",
+        default=[],
+        help="NAME=a+b: also summarise the better of planners a and b per question (an upper "
+        "bound of choosing between them, not a planner)",
+    )
     parser.add_argument("--summarise-only", action="store_true")
     parser.add_argument(
         "--results-from",
@@ -386,11 +423,13 @@ def main() -> None:
     params = evaluation_params(args.memories, args.categories, args.max_questions)
     questions = load_questions(project, params)
     planners = [parse_planner(spec, args.summarise_only) for spec in args.planner]
-    averages = dict(parse_average(spec, [name for name, _ in planners]) for spec in args.average)
-    if args.reference and args.reference not in {**dict(planners), **averages}:
+    planner_names = [name for name, _ in planners]
+    averages = dict(parse_average(spec, planner_names) for spec in args.average)
+    best_of = dict(parse_average(spec, planner_names, "--best-of") for spec in args.best_of)
+    if args.reference and args.reference not in {**dict(planners), **averages, **best_of}:
         # checked before any planner runs, not after an hour of evaluation
         raise SystemExit(
-            f"--reference {args.reference!r} is neither a --planner nor an --average name"
+            f"--reference {args.reference!r} is not a --planner, --average or --best-of name"
         )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -407,8 +446,9 @@ def main() -> None:
         "loop": params["loop"],
         "planner_folders": dict(planners),
         "averages": averages,
+        "best_of": best_of,
         "results_from": [str(path) for path in args.results_from],
-        **summarise([name for name, _ in planners], questions, out, averages, args.results_from),
+        **summarise(planner_names, questions, out, averages, args.results_from, best_of),
     }
     write_json(out, result)
     print(f"figure: {plot_summary(result, out.with_suffix('.png'), args.reference)}")

@@ -65,6 +65,8 @@ def test_paired_difference_and_standard_error_by_hand(results):
     # differences 0.5 and 0.0: mean 0.25, sample variance 0.125, standard error sqrt(0.125 / 2)
     assert pair["mean"] == pytest.approx(0.25)
     assert pair["standard_error"] == pytest.approx(math.sqrt(0.125 / 2))
+    # q1 higher (1.0 against 0.5), q2 equal
+    assert (pair["higher"], pair["lower"]) == (1, 0)
 
 
 def test_a_planner_without_results_is_named(tmp_path, compare):
@@ -104,6 +106,25 @@ def test_an_average_row_pairs_the_members_per_question_mean(tmp_path, compare):
     # differences 0.25 and -0.25: mean 0, sample variance 0.125
     assert pair["mean"] == pytest.approx(0.0)
     assert pair["standard_error"] == pytest.approx(math.sqrt(0.125 / 2))
+    assert (pair["higher"], pair["lower"]) == (1, 1)
+
+
+def test_a_best_of_row_takes_the_better_member_per_question(tmp_path, compare):
+    out = tmp_path / "compare.json"
+    _write(out, "heuristic", {"q1": (0.5, 0.5), "q2": (0.0, 1.0), "q3": (1.0, 1.0)})
+    _write(out, "grpo", {"q1": (1.0, 1.0), "q2": (0.0, 0.5), "q3": (None, None)})
+    summary = compare.summarise(
+        ["heuristic", "grpo"],
+        _questions("q1", "q2", "q3"),
+        out,
+        best_of={"best": ["heuristic", "grpo"]},
+    )
+    # q3 has no gold evidence for grpo; q1 from grpo (1.0), q2 from the heuristic (1.0)
+    assert summary["n_questions"] == 2
+    assert summary["planners"]["best"]["final_recall"] == pytest.approx(1.0)
+    assert summary["planners"]["best"]["round1_recall"] == pytest.approx(0.5)
+    pair = summary["paired_final"]["best_minus_heuristic"]
+    assert (pair["mean"], pair["higher"], pair["lower"]) == (pytest.approx(0.25), 1, 0)
 
 
 def test_an_average_must_name_two_known_planners(compare):
@@ -114,6 +135,8 @@ def test_an_average_must_name_two_known_planners(compare):
         compare.parse_average("g=a+c", ["a", "b"])
     with pytest.raises(SystemExit, match="'a' is already a --planner name"):
         compare.parse_average("a=a+b", ["a", "b"])
+    with pytest.raises(SystemExit, match="--best-of 'g=a'"):
+        compare.parse_average("g=a", ["a", "b"], "--best-of")
 
 
 def test_results_of_another_comparison_join_on_common_questions(tmp_path, compare):
