@@ -5,11 +5,15 @@ script reruns MERA with each planner on a spread sample of the questions where o
 searched more than once (its rows in a ``compare_planners.py`` ``<out>.<planner>.jsonl``) and
 counts, over the queries of rounds 2 and later: queries, distinct words per query, queries
 that repeat a word, queries of at most two distinct words, rounds with no new query, and a few
-example queries that repeat a word. One JSON file; it reads no gold beyond the loop's recall.
+example queries that repeat a word; and, per question, each planner's round-1 queries and
+recall (how many queries a planner writes first). ``--questions`` names the questions instead
+of the sample (e.g. those a planner loses on, from ``compare_planners.py``'s rows). One JSON
+file; it reads no gold beyond the loop's recall.
 
     python benchmarks/later_round_queries.py --project <project with the dev5 memory> \\
         --memories conv-42,conv-43 --planner heuristic --planner grpo9=<planner folder> \\
         --rows benchmarks/results/compare_planners_locomo_split_e2e.grpo9.jsonl --sample 40
+    # or named questions: --questions conv-43/q4,conv-43/q17
 """
 
 from __future__ import annotations
@@ -77,12 +81,29 @@ def later_round_shapes(trajectories: list[Any]) -> dict[str, Any]:
     }
 
 
+def round_one_plans(trajectories: list[Any]) -> dict[str, Any]:
+    """Round 1 per question: its queries and cumulative recall; and how many queries a round 1
+    has on average and how often it is a single query."""
+    plans = {
+        t.question_id: {"recall": t.rounds[0].recall_retrieved, "queries": t.rounds[0].queries}
+        for t in trajectories
+    }
+    counts = [len(plan["queries"]) for plan in plans.values()]
+    return {
+        "questions": len(plans),
+        "mean_queries": sum(counts) / len(counts) if counts else None,
+        "single_query": sum(count == 1 for count in counts),
+        "plans": plans,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--project", default=".", help="a Kedro project with a built memory")
     parser.add_argument("--planner", action="append", required=True)
     parser.add_argument("--memories", default=None, help="comma list; default all")
-    parser.add_argument("--rows", required=True, help="a compare_planners <out>.<planner>.jsonl")
+    parser.add_argument("--rows", default=None, help="a compare_planners <out>.<planner>.jsonl")
+    parser.add_argument("--questions", default=None, help="comma list of question ids (no sample)")
     parser.add_argument("--sample", type=int, default=40)
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--dtype", default="float32", choices=["auto", "float32", "bfloat16"])
@@ -92,10 +113,16 @@ def main() -> None:
     project = Path(args.project)
     params = evaluation_params(args.memories, "1,2,3,4", None)
     by_id = {q.question_id: q for q in load_questions(project, params)}
-    picked = multi_round_sample(Path(args.rows), args.sample)
+    if (args.rows is None) == (args.questions is None):
+        raise SystemExit("give --rows (a sample of its multi-round questions) or --questions")
+    if args.questions is not None:
+        picked = [qid for qid in args.questions.split(",") if qid]
+    else:
+        picked = multi_round_sample(Path(args.rows), args.sample)
     unknown = [qid for qid in picked if qid not in by_id]
     if unknown:
-        raise SystemExit(f"{args.rows}: questions {unknown[:3]} are not in {project}'s memories")
+        source = args.rows or "--questions"
+        raise SystemExit(f"{source}: questions {unknown[:3]} are not in {project}'s memories")
     questions = [by_id[qid] for qid in picked]
     settings = LoopSettings.from_params(params["loop"])
     memory = open_memory(project, args.dtype)
@@ -105,6 +132,7 @@ def main() -> None:
         roles = build_roles(folder, questions, args.threads)
         trajectories = [run_mera(q, memory, roles, settings) for q in questions]
         planners[name] = shapes = later_round_shapes(trajectories)
+        shapes["round1"] = round_one_plans(trajectories)
         print(
             f"[{name}] {shapes['queries']} later-round queries, {shapes['repeats_a_word']} repeat a word"
         )

@@ -1,5 +1,5 @@
 """benchmarks/later_round_queries.py's counting: query shapes by hand, the multi-round sample,
-and totals over later rounds only. No planner runs here: trajectories are written by the test."""
+totals over later rounds only, and round-1 queries per question. No planner runs here: trajectories are written by the test."""
 
 from __future__ import annotations
 
@@ -42,6 +42,24 @@ def test_only_rounds_after_the_first_are_counted(later):
     assert shapes["repeats_a_word"] == 1
     assert shapes["mean_distinct_words"] == pytest.approx((1 + 3) / 2)
     assert shapes["examples_repeating_a_word"] == ["use use use"]
+
+
+def test_round_one_plans_count_queries_per_question(later):
+    def trajectory(qid, recall, *queries):
+        first = SimpleNamespace(queries=list(queries), recall_retrieved=recall)
+        later_round = SimpleNamespace(queries=["never counted here"], recall_retrieved=1.0)
+        return SimpleNamespace(question_id=qid, rounds=[first, later_round])
+
+    plans = later.round_one_plans(
+        [
+            trajectory("q1", 0.5, "books read Tim", "What books has Tim read?"),
+            trajectory("q2", 0.0, "x"),
+        ]
+    )
+    assert plans["questions"] == 2
+    assert plans["mean_queries"] == pytest.approx(1.5)
+    assert plans["single_query"] == 1
+    assert plans["plans"]["q2"] == {"recall": 0.0, "queries": ["x"]}
 
 
 def test_the_sample_takes_multi_round_questions_with_gold(tmp_path, later):
