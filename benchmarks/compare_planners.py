@@ -176,7 +176,7 @@ def paired(a: list[float], b: list[float]) -> dict[str, float]:
     }
 
 
-def parse_average(spec: str, planners: list[str], flag: str = "--average") -> tuple[str, list[str]]:
+def parse_members(spec: str, planners: list[str], flag: str = "--average") -> tuple[str, list[str]]:
     """``NAME=a+b+c``: a row made of planners a, b, c per question (``--average``: their mean,
     e.g. seeds of one configuration; ``--best-of``: the best of them); each member must also be
     a --planner."""
@@ -192,14 +192,18 @@ def parse_average(spec: str, planners: list[str], flag: str = "--average") -> tu
     return name, names
 
 
+def finished_by_all(member_rows: list[dict[str, dict[str, Any]]]) -> set[str]:
+    """The questions every member finished with gold evidence (final recall defined)."""
+    return set.intersection(
+        *({q for q, r in rows.items() if r["final"] is not None} for rows in member_rows)
+    )
+
+
 def average_rows(member_rows: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
     """Per question, the members' mean recall, rounds, turns, seconds and parse failures; only
     questions every member finished with gold evidence."""
-    common = set.intersection(
-        *({q for q, r in rows.items() if r["final"] is not None} for rows in member_rows)
-    )
     averaged = {}
-    for qid in common:
+    for qid in finished_by_all(member_rows):
         records = [rows[qid] for rows in member_rows]
         mean = {
             key: sum(r[key] for r in records) / len(records)
@@ -218,12 +222,9 @@ def best_rows(member_rows: list[dict[str, dict[str, Any]]]) -> dict[str, dict[st
     """Per question, the record of the member with the highest final recall (the first on a
     tie); only questions every member finished with gold evidence. Not a planner: what choosing
     the right planner for each question would reach, the headroom their disagreements hold."""
-    common = set.intersection(
-        *({q for q, r in rows.items() if r["final"] is not None} for rows in member_rows)
-    )
     return {
         qid: max((rows[qid] for rows in member_rows), key=lambda record: record["final"])
-        for qid in common
+        for qid in finished_by_all(member_rows)
     }
 
 
@@ -424,8 +425,8 @@ def main() -> None:
     questions = load_questions(project, params)
     planners = [parse_planner(spec, args.summarise_only) for spec in args.planner]
     planner_names = [name for name, _ in planners]
-    averages = dict(parse_average(spec, planner_names) for spec in args.average)
-    best_of = dict(parse_average(spec, planner_names, "--best-of") for spec in args.best_of)
+    averages = dict(parse_members(spec, planner_names) for spec in args.average)
+    best_of = dict(parse_members(spec, planner_names, "--best-of") for spec in args.best_of)
     if args.reference and args.reference not in {**dict(planners), **averages, **best_of}:
         # checked before any planner runs, not after an hour of evaluation
         raise SystemExit(

@@ -128,15 +128,15 @@ def test_a_best_of_row_takes_the_better_member_per_question(tmp_path, compare):
 
 
 def test_an_average_must_name_two_known_planners(compare):
-    assert compare.parse_average("g=a+b", ["a", "b"]) == ("g", ["a", "b"])
+    assert compare.parse_members("g=a+b", ["a", "b"]) == ("g", ["a", "b"])
     with pytest.raises(SystemExit, match="two or more"):
-        compare.parse_average("g=a", ["a", "b"])
+        compare.parse_members("g=a", ["a", "b"])
     with pytest.raises(SystemExit, match=r"\['c'\] are not --planner names"):
-        compare.parse_average("g=a+c", ["a", "b"])
+        compare.parse_members("g=a+c", ["a", "b"])
     with pytest.raises(SystemExit, match="'a' is already a --planner name"):
-        compare.parse_average("a=a+b", ["a", "b"])
+        compare.parse_members("a=a+b", ["a", "b"])
     with pytest.raises(SystemExit, match="--best-of 'g=a'"):
-        compare.parse_average("g=a", ["a", "b"], "--best-of")
+        compare.parse_members("g=a", ["a", "b"], "--best-of")
 
 
 def test_results_of_another_comparison_join_on_common_questions(tmp_path, compare):

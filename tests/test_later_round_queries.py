@@ -1,5 +1,6 @@
 """benchmarks/later_round_queries.py's counting: query shapes by hand, the multi-round sample,
-totals over later rounds only, and round-1 queries per question. No planner runs here: trajectories are written by the test."""
+totals over later rounds only, and round-1 queries per question. No planner runs here:
+trajectories are written by the test."""
 
 from __future__ import annotations
 
