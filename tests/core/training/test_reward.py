@@ -103,6 +103,31 @@ def test_too_long_query_counts_repeated_words_too():
     assert plan.penalty == pytest.approx(SETTINGS.penalty)
 
 
+@pytest.mark.parametrize(
+    ("intents", "missing"),
+    [
+        ([{"desired_fact": "What books has Tim read? books"}], 1),
+        # a copy differing only in case and punctuation is one query
+        ([{"desired_fact": "books read Tim"}, {"desired_fact": "Books, read Tim!"}], 1),
+        # the heuristic's pair: the same content words, embedded differently
+        ([{"desired_fact": "What books has Tim read?"}, {"desired_fact": "books read Tim"}], 0),
+    ],
+)
+def test_min_intents_charges_each_missing_distinct_query(intents, missing):
+    settings = RewardSettings(min_intents=2)
+    plan = parse_plan_output(_plan(*intents), settings)
+    assert plan.penalty == pytest.approx(missing * settings.penalty)
+    assert parse_plan_output(_plan(*intents), SETTINGS).penalty == 0.0  # off by default
+
+
+@pytest.mark.parametrize("min_intents", [0, 4])
+def test_min_intents_must_fit_max_intents(min_intents):
+    from mera_pipelines.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="min_intents"):
+        RewardSettings.from_params({"min_intents": min_intents, "max_intents": 3})
+
+
 def test_unparseable_output_gets_the_fixed_low_reward():
     plan = parse_plan_output("I think you should search for the gym", SETTINGS)
     assert plan.parse_failed

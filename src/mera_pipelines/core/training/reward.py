@@ -10,7 +10,7 @@ output recovers and ``p`` the share of gold already found,
 so finishing a nearly complete evidence set earns more than the same share early on, and a turn
 counts once however many intents hit it (the search merges and deduplicates). Small penalties
 keep the output usable: too many entities, queries too short (in distinct content words) or too
-long, unparseable output (which includes output cut off by the token limit).
+long, fewer distinct queries than ``min_intents`` (off by default), unparseable output (which includes output cut off by the token limit).
 """
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ from mera_pipelines.core.text import content_words, tokenize
 class RewardSettings:
     max_entities: int = 4  # per intent; each one more costs `penalty`
     max_intents: int = 3  # intents beyond this are ignored and cost `penalty` each
+    # Distinct queries (by their words) a plan should ask; each one fewer costs
+    # `penalty`. 1 charges nothing. GRPO planners learnt to ask one round-1 query, which loses
+    # LoCoMo's list questions to the heuristic's two (docs/benchmarks.md, twenty-eighth session).
+    min_intents: int = 1
     # distinct content words a query needs: "visit visit visit" or "mentioned Maria" is too short
     min_query_words: int = 3
     max_query_words: int = 30  # all words, repeats included
@@ -42,6 +46,8 @@ class RewardSettings:
         settings = settings_from_params(cls, params, "reward")
         if settings.penalty < 0 or settings.unparseable > 0:
             raise ConfigError("reward.penalty must be >= 0 and reward.unparseable <= 0")
+        if not 1 <= settings.min_intents <= settings.max_intents:
+            raise ConfigError("reward.min_intents must be between 1 and reward.max_intents")
         return settings
 
 
@@ -116,6 +122,7 @@ def parse_plan_output(text: str, settings: RewardSettings) -> ParsedPlan:
         return ParsedPlan([], True, 0.0)
     penalty = settings.penalty * max(0, len(intents) - settings.max_intents)
     intents = intents[: settings.max_intents]
+    penalty += settings.penalty * max(0, settings.min_intents - distinct_queries(intents))
     for intent in intents:
         penalty += settings.penalty * max(0, len(intent.entities) - settings.max_entities)
         if query_length_is_bad(intent.query_text(), settings):
@@ -128,6 +135,13 @@ def plan_is_clean(text: str, settings: RewardSettings) -> bool:
     """True if the reward parses the plan and charges it no format penalty."""
     plan = parse_plan_output(text, settings)
     return not plan.parse_failed and plan.penalty == 0.0
+
+
+def distinct_queries(intents: list[Intent]) -> int:
+    """Intents whose queries differ in their words, case and punctuation aside. Word order
+    counts: the heuristic's two queries ("What books has Tim read?", "books read Tim") share
+    their content words but are embedded, and so ranked, differently."""
+    return len({tuple(w.lower() for w in tokenize(i.query_text())) for i in intents})
 
 
 def query_length_is_bad(query: str, settings: RewardSettings) -> bool:
