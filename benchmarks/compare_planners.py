@@ -144,6 +144,7 @@ def run_planner(
             record = {
                 "question_id": question.question_id,
                 "round1": trajectory.rounds[0].recall_retrieved,
+                "round1_queries": len(trajectory.rounds[0].queries),
                 "final": trajectory.rounds[-1].recall_retrieved,
                 "rounds": len(trajectory.rounds),
                 "turns": len(trajectory.viewed_turn_ids),
@@ -278,6 +279,7 @@ def summarise(
             "parse_failures": sum(
                 (r["planner_usage"] or {}).get("parse_failures", 0) for r in records
             ),
+            **round_one_query_counts(records),
         }
     compared = set(common)
     result["by_category"] = recall_by_category(
@@ -291,6 +293,19 @@ def summarise(
                     [rows[second][q][key] for q in common], [rows[first][q][key] for q in common]
                 )
     return result
+
+
+def round_one_query_counts(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """How many queries round 1 asked: the mean and the share of single-query plans (GRPO
+    planners learnt to ask one; twenty-eighth session). None when some record lacks the count
+    (results written before it was recorded; average rows)."""
+    counts = [r.get("round1_queries") for r in records]
+    if not counts or None in counts:
+        return {"round1_mean_queries": None, "round1_single_query_share": None}
+    return {
+        "round1_mean_queries": sum(counts) / len(counts),
+        "round1_single_query_share": sum(count == 1 for count in counts) / len(counts),
+    }
 
 
 def recall_by_category(

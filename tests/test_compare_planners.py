@@ -59,6 +59,15 @@ def test_means_cover_only_questions_every_planner_finished(results):
     assert summary["planners"]["grpo"]["final_recall"] == pytest.approx(1.0)
 
 
+def test_round_one_query_counts_only_when_every_record_has_one(compare):
+    records = [{"round1_queries": 1}, {"round1_queries": 2}, {"round1_queries": 1}]
+    counts = compare.round_one_query_counts(records)
+    assert counts["round1_mean_queries"] == pytest.approx(4 / 3)
+    assert counts["round1_single_query_share"] == pytest.approx(2 / 3)
+    older = compare.round_one_query_counts([{"round1_queries": 1}, {}])
+    assert older == {"round1_mean_queries": None, "round1_single_query_share": None}
+
+
 def test_paired_difference_and_standard_error_by_hand(results):
     _, summary = results
     pair = summary["paired_final"]["grpo_minus_heuristic"]
