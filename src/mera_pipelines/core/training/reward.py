@@ -10,7 +10,8 @@ output recovers and ``p`` the share of gold already found,
 so finishing a nearly complete evidence set earns more than the same share early on, and a turn
 counts once however many intents hit it (the search merges and deduplicates). Small penalties
 keep the output usable: too many entities, queries too short (in distinct content words) or too
-long, fewer distinct queries than ``min_intents`` (off by default), unparseable output (which includes output cut off by the token limit).
+long, fewer distinct queries than ``min_intents`` (off by default), unparseable output (which
+includes output cut off by the token limit).
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ from mera_pipelines.core.text import content_words, tokenize
 class RewardSettings:
     max_entities: int = 4  # per intent; each one more costs `penalty`
     max_intents: int = 3  # intents beyond this are ignored and cost `penalty` each
-    # Distinct queries (by their words) a plan should ask; each one fewer costs
-    # `penalty`. 1 charges nothing. GRPO planners learnt to ask one round-1 query, which loses
-    # LoCoMo's list questions to the heuristic's two (docs/benchmarks.md, twenty-eighth session).
+    # Distinct queries (by their words) a plan should ask; each one fewer costs `penalty`, 1
+    # charges nothing. GRPO planners learnt to ask one round-1 query (twenty-eighth session);
+    # 2 made them ask two but scored no higher (docs/benchmarks.md, twenty-ninth session).
     min_intents: int = 1
     # distinct content words a query needs: "visit visit visit" or "mentioned Maria" is too short
     min_query_words: int = 3
