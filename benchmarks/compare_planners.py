@@ -79,21 +79,42 @@ def load_questions(project: Path, params: dict[str, Any]) -> list[Question]:
     return evaluation.select_questions(from_frame(frame, Question), params)
 
 
+HEURISTIC_VARIANT = "heuristic:"
+
+
 def parse_planner(spec: str, summarise_only: bool = False) -> tuple[str, str | None]:
-    """``heuristic`` or ``name=<model folder>``; a bare name when only summarising results."""
+    """``heuristic``, ``name=<model folder>`` or ``name=heuristic:key=value,...`` (the heuristic
+    planner with those settings, e.g. ``topic_labels=false``); a bare name when only
+    summarising results."""
     if spec == "heuristic" or (summarise_only and "=" not in spec and spec):
         return spec, None
     name, sep, folder = spec.partition("=")
     if not sep or not name or not folder:
-        raise SystemExit(f"--planner {spec!r}: use 'heuristic' or 'name=<model folder>'")
+        raise SystemExit(
+            f"--planner {spec!r}: use 'heuristic', 'name=<model folder>' or "
+            "'name=heuristic:key=value,...'"
+        )
     return name, folder
+
+
+def heuristic_settings(spec: str) -> dict[str, Any]:
+    """``key=value,...`` after ``heuristic:`` as HeuristicPlanner settings (YAML values)."""
+    settings = {}
+    for item in spec.split(","):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--planner ...=heuristic:{spec}: use key=value,... ")
+        settings[key.strip()] = yaml.safe_load(value)
+    return settings
 
 
 def build_roles(folder: str | None, questions: list[Question], threads: int):
     kinds = {"seeder": "heuristic", "planner": "heuristic", "verifier": "heuristic"}
     role_params: dict[str, dict[str, Any]] = {}
     backends = evaluation.RoleBackends()
-    if folder is not None:
+    if folder is not None and folder.startswith(HEURISTIC_VARIANT):
+        role_params["planner"] = heuristic_settings(folder[len(HEURISTIC_VARIANT) :])
+    elif folder is not None:
         model = read_model_folder(folder)
         check_not_trained_on(model, {q.memory_id for q in questions})
         backends.planner = evaluation.use_trained_planner(

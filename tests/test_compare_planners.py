@@ -175,6 +175,15 @@ def test_a_bare_planner_name_is_enough_only_to_summarise(compare):
         compare.parse_planner("sft9")
 
 
+def test_a_heuristic_variant_takes_its_settings_from_the_spec(compare):
+    name, folder = compare.parse_planner("plain=heuristic:topic_labels=false,feedback_facts=2")
+    assert name == "plain"
+    roles = compare.build_roles(folder, [], threads=1)
+    assert roles.planner.topic_labels is False and roles.planner.feedback_facts == 2
+    with pytest.raises(SystemExit, match="key=value"):
+        compare.heuristic_settings("topic_labels")
+
+
 def test_recall_by_category_covers_only_the_compared_questions(tmp_path, compare):
     out = tmp_path / "compare.json"
     _write(out, "heuristic", {"q1": (0.5, 0.5), "q2": (0.0, 1.0), "q3": (1.0, 1.0)})

@@ -38,6 +38,15 @@ def test_first_round_asks_the_question_and_its_key_terms():
     assert "climbing" in intents[1].query_text() and "?" not in intents[1].query_text()
 
 
+def test_topic_labels_can_be_left_out_of_every_intent():
+    labelled = HeuristicPlanner().plan(state()).intents
+    assert labelled[0].topics  # the dog and gym question has coarse topics
+    for planner_state in (state(), state(round_index=2, new_anchors=["Lena"], uncovered=["breed"])):
+        intents = HeuristicPlanner(topic_labels=False).plan(planner_state).intents
+        assert intents and all(not intent.topics for intent in intents)
+    assert HeuristicPlanner(topic_labels=False).plan(state()).intents[0].desired_fact == QUESTION
+
+
 def test_later_rounds_follow_new_anchors_and_never_repeat():
     first = [i.query_text() for i in HeuristicPlanner().plan(state()).intents]
     second = (

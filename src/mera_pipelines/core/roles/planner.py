@@ -118,6 +118,9 @@ class HeuristicPlanner:
     # later rounds keep one intent on the question itself: with viewed turns excluded it reads
     # further down the question's own ranking (a repeat in words, not in results)
     continue_question: bool = False
+    # coarse topic labels ("hobbies") with the intents' queries; off: an ablation of what they
+    # give (docs/benchmarks.md, twenty-ninth session)
+    topic_labels: bool = True
     name: str = field(default="heuristic", init=False)
 
     def plan(self, state: PlannerState) -> PlanResult:
@@ -125,7 +128,7 @@ class HeuristicPlanner:
         names = proper_names(question)
         focus = [w for w in content_words(question) if w.lower() not in {n.lower() for n in names}]
         topics = detect_topics(question, max_topics=2)
-        topics = [t for t in topics if t != "general"]
+        topics = [t for t in topics if t != "general"] if self.topic_labels else []
         candidates: list[Intent] = []
         if state.round_index == 1:
             candidates.append(Intent(question, names, topics))
