@@ -103,7 +103,7 @@ def heuristic_settings(spec: str) -> dict[str, Any]:
     for item in spec.split(","):
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise SystemExit(f"--planner ...=heuristic:{spec}: use key=value,... ")
+            raise SystemExit(f"--planner ...=heuristic:{spec}: use key=value,...")
         settings[key.strip()] = yaml.safe_load(value)
     return settings
 

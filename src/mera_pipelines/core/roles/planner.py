@@ -127,8 +127,11 @@ class HeuristicPlanner:
         question = state.question
         names = proper_names(question)
         focus = [w for w in content_words(question) if w.lower() not in {n.lower() for n in names}]
-        topics = detect_topics(question, max_topics=2)
-        topics = [t for t in topics if t != "general"] if self.topic_labels else []
+        topics = (
+            [t for t in detect_topics(question, max_topics=2) if t != "general"]
+            if self.topic_labels
+            else []
+        )
         candidates: list[Intent] = []
         if state.round_index == 1:
             candidates.append(Intent(question, names, topics))
