@@ -86,6 +86,7 @@ def test_trained_planner_is_a_versioned_model_with_metadata_and_artifact(project
     assert metadata["stage"] == "grpo"
     assert metadata["train_memory_ids"] == ["demo-1", "demo-2"]
     assert metadata["prompt"]["graph_chars"] > 0
+    assert metadata["prompt"]["draft"] is False
     assert (version / "config.json").is_file()
     [(run_id, status)] = sql(project, "SELECT run_uuid, status FROM runs")
     assert status == "FINISHED"
@@ -142,7 +143,8 @@ def test_grpo_continues_from_a_trained_planner(project, train_run):
     [first] = sorted((project / "data/06_models/planner").iterdir())
     params = (
         "training.torch_threads=1,training.grpo.steps=1,training.grpo.num_generations=2,"
-        f"training.grpo.max_completion_length=8,training.grpo_start={first}"
+        f"training.grpo.max_completion_length=8,training.grpo_start={first},"
+        "training.prompt.draft=true"
     )
     result = kedro_cli(
         project, "run", "--pipeline=train", "--nodes=train_planner_grpo", f"--params={params}"
@@ -153,6 +155,7 @@ def test_grpo_continues_from_a_trained_planner(project, train_run):
     metadata = json.loads((second / "mera_planner.json").read_text())
     assert metadata["started_from"] == first.name
     assert metadata["start_stage"] == "grpo"
+    assert metadata["prompt"]["draft"] is True  # the prompt GRPO trained with, not the start's
     assert metadata["train_memory_ids"] == ["demo-1", "demo-2"]
     report = json.loads((project / "data/08_reporting/grpo_report.json").read_text())
     assert report["start"]["folder"] == str(first)

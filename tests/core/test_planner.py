@@ -7,8 +7,11 @@ from mera_pipelines.core.roles.planner import (
     HeuristicPlanner,
     LLMPlanner,
     PlannerState,
+    intents_to_json,
     is_repeat,
     parse_intents,
+    plan_template,
+    render_plan_prompt,
 )
 from tests.support import openai_stub
 from tests.support.openai_stub import Reply
@@ -88,6 +91,27 @@ def test_llm_planner_reads_intents_from_a_real_server(stub_server):
     assert (result.tokens_in, result.tokens_out, result.parse_failed) == (50, 12, False)
     prompt = stub_server.chat_requests[0].messages[-1]["content"]
     assert QUESTION in prompt and "Jonas" in prompt
+
+
+def test_the_draft_prompt_carries_the_heuristic_plan_for_the_same_state():
+    later = state(2, history=[QUESTION], anchors=["Jonas"], new_anchors=["Jonas"])
+    heuristic_plan = intents_to_json(HeuristicPlanner().plan(later).intents)
+
+    [_, with_draft] = render_plan_prompt(plan_template(draft=True), later)
+    [_, plain] = render_plan_prompt(plan_template(), later)
+
+    assert heuristic_plan in with_draft["content"] and "Jonas" in heuristic_plan
+    assert "draft" not in plain["content"] and heuristic_plan not in plain["content"]
+    assert "${" not in with_draft["content"]  # every placeholder filled
+
+
+def test_llm_planner_with_draft_sends_the_draft_prompt(stub_server):
+    reply = {"intents": [{"desired_fact": "dog breed", "entities": ["Maya"], "topics": []}]}
+    stub_server.enqueue(Reply(json.dumps(reply)))
+    backend = OpenAIBackend("planner-model", base_url=stub_server.base_url, api_key="k")
+    LLMPlanner(backend, draft=True).plan(state())
+    prompt = stub_server.chat_requests[0].messages[-1]["content"]
+    assert intents_to_json(HeuristicPlanner().plan(state()).intents) in prompt
 
 
 def test_unparseable_llm_plan_is_counted_and_the_heuristic_steps_in(stub_server):

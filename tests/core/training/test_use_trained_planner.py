@@ -39,6 +39,15 @@ def test_explicit_role_params_win_over_the_metadata(tmp_path):
     assert role_params == {"planner": {"graph_chars": 900}}
 
 
+def test_a_planner_trained_with_the_draft_prompt_is_evaluated_with_it(tmp_path):
+    model = PlannerModel(model_folder(tmp_path), {"prompt": {"graph_chars": 321, "draft": True}})
+    role_params: dict = {}
+
+    use_trained_planner(model, {}, {}, role_params)
+
+    assert role_params == {"planner": {"graph_chars": 321, "draft": True}}
+
+
 def test_a_bad_backend_setting_is_named_in_the_error(tmp_path):
     model = PlannerModel(model_folder(tmp_path), {"prompt": {}})
 

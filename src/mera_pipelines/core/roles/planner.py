@@ -25,6 +25,8 @@ from mera_pipelines.core.roles.common import build_role, load_prompt, render_mes
 from mera_pipelines.core.text import content_words, detect_topics, proper_names, tokenize
 
 DEFAULT_PLAN_PROMPT = "plan.txt"
+# the same prompt with the heuristic planner's plan for the state as a draft to edit
+DRAFT_PLAN_PROMPT = "plan_draft.txt"
 
 INTENTS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -165,11 +167,13 @@ class LLMPlanner:
         temperature: float = 0.0,
         max_entities: int = 6,
         graph_chars: int | None = None,
+        draft: bool = False,
     ) -> None:
         self.backend = backend
         # a trained planner sees the graph cut as in training (its metadata records the length)
+        # and, when it was trained with one, the heuristic's draft plan
         self.graph_chars = graph_chars
-        self.template = prompt_template or load_prompt(DEFAULT_PLAN_PROMPT)
+        self.template = prompt_template or plan_template(draft)
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.max_entities = max_entities
@@ -237,10 +241,19 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
+def plan_template(draft: bool = False) -> str:
+    """The packaged planner prompt: plain, or with the heuristic's draft plan to edit."""
+    return load_prompt(DRAFT_PLAN_PROMPT if draft else DEFAULT_PLAN_PROMPT)
+
+
 def render_plan_prompt(
     template: str, state: PlannerState, graph_chars: int | None = None
 ) -> list[ChatMessage]:
-    """The planner's chat messages; training builds its prompts with this very function."""
+    """The planner's chat messages; training builds its prompts with this very function.
+
+    A template with ``${draft}`` gets the heuristic planner's plan for the state, in the reply
+    format: a learned planner that starts from it only has to find what the rules miss.
+    """
     graph = state.graph_text if graph_chars is None else state.graph_text[:graph_chars]
     values = {
         "question": state.question,
@@ -251,6 +264,8 @@ def render_plan_prompt(
         "max_intents": str(state.max_intents),
         "round": str(state.round_index),
     }
+    if "${draft}" in template:
+        values["draft"] = intents_to_json(HeuristicPlanner().plan(state).intents)
     return render_messages(template, values)
 
 

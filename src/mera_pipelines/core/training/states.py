@@ -139,10 +139,15 @@ class _RecordingTeacher:
 
 def make_teacher(backend: LLMBackend | None, prompt: dict[str, Any]) -> Planner:
     """The heuristic planner, or an LLM planner over ``backend`` that sees the prompt the
-    student will see (``prompt``: graph_chars and max_tokens, as ``training.prompt``)."""
+    student will see (``prompt``: graph_chars, draft and max_tokens, as ``training.prompt``)."""
     if backend is None:
         return HeuristicPlanner()
-    return LLMPlanner(backend, graph_chars=prompt["graph_chars"], max_tokens=prompt["max_tokens"])
+    return LLMPlanner(
+        backend,
+        graph_chars=prompt["graph_chars"],
+        max_tokens=prompt["max_tokens"],
+        draft=prompt.get("draft", False),
+    )
 
 
 def collect_states(

@@ -83,7 +83,8 @@ class GRPOSettings:
 
 
 def planner_prompt_settings(training_params: dict[str, Any] | None) -> dict[str, Any]:
-    """``training.prompt``: how a planner prompt is cut and how long its reply may be.
+    """``training.prompt``: how a planner prompt is cut, whether it carries the heuristic's
+    draft plan, and how long its reply may be.
 
     The same for the teacher, SFT, filtering, GRPO and, through the planner's metadata,
     evaluation; the reply limit defaults to GRPO's completion length."""
@@ -92,6 +93,7 @@ def planner_prompt_settings(training_params: dict[str, Any] | None) -> dict[str,
     prompt = dict(params.get("prompt") or {})
     return {
         "graph_chars": int(prompt.get("graph_chars", 600)),
+        "draft": bool(prompt.get("draft", False)),
         "max_tokens": int(prompt.get("max_tokens", grpo.max_completion_length)),
     }
 

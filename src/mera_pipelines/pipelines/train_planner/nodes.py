@@ -13,8 +13,7 @@ from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.llm.smollm2 import DEFAULT_TARGET, ensure_smollm2
 from mera_pipelines.core.loop import LoopSettings
 from mera_pipelines.core.memory import MemoryIndex
-from mera_pipelines.core.roles.common import load_prompt
-from mera_pipelines.core.roles.planner import DEFAULT_PLAN_PROMPT, render_plan_prompt
+from mera_pipelines.core.roles.planner import plan_template, render_plan_prompt
 from mera_pipelines.core.training.model_store import (
     PlannerModel,
     PlannerModelStore,
@@ -80,7 +79,7 @@ def warm_start_planner(
                 "reward penalty; nothing is left to train on (turn the option off)"
             )
         records = clean
-    template = load_prompt(DEFAULT_PLAN_PROMPT)
+    template = plan_template(prompt["draft"])
     examples = [
         (render_plan_prompt(template, r.planner_state(), prompt["graph_chars"]), r.teacher_output)
         for r in records
@@ -110,7 +109,7 @@ def filter_training_states(
     filtering = dict(params.get("filtering") or {})
     grpo = GRPOSettings.from_params(params.get("grpo"))
     prompt = planner_prompt_settings(params)
-    template = load_prompt(DEFAULT_PLAN_PROMPT)
+    template = plan_template(prompt["draft"])
     sampler = PlannerSampler(
         start.folder,
         max_new_tokens=grpo.max_completion_length,
@@ -162,7 +161,7 @@ def train_planner_grpo(
     start = _grpo_start(sft_planners, params)
     settings = GRPOSettings.from_params(params.get("grpo"))
     prompt = planner_prompt_settings(params)
-    template = load_prompt(DEFAULT_PLAN_PROMPT)
+    template = plan_template(prompt["draft"])
     rows = [
         {
             "prompt": render_plan_prompt(template, r.planner_state(), prompt["graph_chars"]),
@@ -201,6 +200,9 @@ def train_planner_grpo(
         "stage": "grpo",
         "started_from": start.version,
         "start_stage": start.metadata.get("stage"),
+        # the prompt GRPO trained with is the one evaluation must render (it may differ from
+        # the start's, e.g. a draft plan added to an SFT planner trained without one)
+        "prompt": prompt,
         # a start that was itself trained (on other memories, perhaps) passes its memories on
         "train_memory_ids": sorted(
             set(start.train_memory_ids) | {row["memory_id"] for row in rows}
