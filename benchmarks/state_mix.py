@@ -9,6 +9,9 @@ missing evidence ("all_full"), none ("all_zero"), or they disagreed ("retained")
 states the teacher went on from ("against_teacher"), it compares the best of the group's
 rollouts with the teacher's own plan, whose recovered share is read off the next round's
 found turns: how often sampling the planner finds a plan better than the one it imitated.
+It also counts the rollouts whose queries are the teacher's own ("rollouts_as_teacher"): with
+the draft prompt (``training.prompt.draft``) the teacher's plan is in the prompt, and a planner
+that only copies it gives GRPO nothing to compare.
 
     python benchmarks/state_mix.py --project <project> --out benchmarks/results/state_mix_x.json
     # other versions than the newest: --questions-version, --states-version, --filter-version
@@ -26,6 +29,7 @@ from typing import Any
 import pandas as pd
 from benchlib import dataset_version, write_json
 
+from mera_pipelines.core.training.reward import RewardSettings, parse_plan_output
 from mera_pipelines.core.training.synthesis import category_of
 
 DATASETS = {
@@ -77,6 +81,27 @@ def against_teacher(best: pd.Series, teacher: pd.Series) -> dict[str, Any]:
     }
 
 
+def plan_queries(text: str) -> tuple[str, ...] | None:
+    """A plan's queries as the reward reads them (None: unparseable)."""
+    plan = parse_plan_output(text, RewardSettings())
+    return None if plan.parse_failed else tuple(i.query_text() for i in plan.intents)
+
+
+def as_teacher(rollouts: pd.DataFrame, states: pd.DataFrame) -> pd.Series:
+    """Per rollout: whether it asks exactly the teacher's queries for its state."""
+    teacher = dict(zip(states["state_id"], states["teacher_output"].map(plan_queries), strict=True))
+    return pd.Series(
+        [
+            queries is not None and queries == teacher.get(state_id)
+            for state_id, queries in zip(
+                rollouts["state_id"], rollouts["completion"].map(plan_queries), strict=True
+            )
+        ],
+        index=rollouts.index,
+        dtype=bool,
+    )
+
+
 def state_mix(
     questions: pd.DataFrame, states: pd.DataFrame, rollouts: pd.DataFrame, retained: pd.DataFrame
 ) -> dict[str, Any]:
@@ -110,6 +135,11 @@ def state_mix(
     )
     kept = states[states["state_id"].isin(retained["state_id"])]
     teacher = teacher_recovered(states)
+    copies = (
+        as_teacher(rollouts, states)
+        if {"completion", "teacher_output"} <= set(rollouts.columns) | set(states.columns)
+        else None
+    )
     out: dict[str, Any] = {}
     for kind, group in states.groupby("kind"):
         in_filtering = fate[fate.index.isin(group["state_id"])]
@@ -135,6 +165,10 @@ def state_mix(
                 recovered["max"][recovered.index.isin(group["state_id"])], teacher
             ),
         }
+        if copies is not None:
+            of_kind = rollouts["state_id"].isin(group["state_id"])
+            out[str(kind)]["rollouts"] = int(of_kind.sum())
+            out[str(kind)]["rollouts_as_teacher"] = int(copies[of_kind].sum())
     return out
 
 

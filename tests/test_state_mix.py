@@ -94,3 +94,27 @@ def test_best_rollout_is_compared_with_the_teachers_next_round(state_mix):
     counts = state_mix.state_mix(QUESTIONS, STATES, better, RETAINED)["multi_hop_category"]
     assert counts["against_teacher"]["best_rollout_better"] == 1
     assert mix["multi_hop"]["against_teacher"]["states"] == 0  # q2 has no second round
+
+
+def test_counts_the_rollouts_that_ask_the_teachers_own_queries(state_mix):
+    teacher_plan = json.dumps({"intents": [{"desired_fact": "Nate pets at home", "entities": []}]})
+    other_plan = json.dumps({"intents": [{"desired_fact": "Nate turtles tank", "entities": []}]})
+    states = STATES.assign(teacher_output=[teacher_plan, teacher_plan, other_plan, other_plan])
+    # the same queries in other JSON spacing count; an unparseable reply never does
+    rollouts = ROLLOUTS.assign(
+        completion=[
+            teacher_plan.replace(" ", "  ", 1),
+            other_plan,
+            "not json",
+            teacher_plan,
+            other_plan,
+            other_plan,
+        ]
+    )
+    mix = state_mix.state_mix(QUESTIONS, states, rollouts, RETAINED)
+    assert (
+        mix["multi_hop_category"]["rollouts"],
+        mix["multi_hop_category"]["rollouts_as_teacher"],
+    ) == (4, 2)
+    assert (mix["multi_hop"]["rollouts"], mix["multi_hop"]["rollouts_as_teacher"]) == (2, 2)
+    assert "rollouts" not in state_mix.state_mix(QUESTIONS, STATES, ROLLOUTS, RETAINED)["multi_hop"]
