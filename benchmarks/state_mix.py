@@ -137,7 +137,7 @@ def state_mix(
     teacher = teacher_recovered(states)
     copies = (
         as_teacher(rollouts, states)
-        if {"completion", "teacher_output"} <= set(rollouts.columns) | set(states.columns)
+        if "completion" in rollouts.columns and "teacher_output" in states.columns
         else None
     )
     out: dict[str, Any] = {}
