@@ -4,6 +4,7 @@ from mera_pipelines.core.errors import LLMCallError
 from mera_pipelines.core.llm.json_repair import (
     RawReply,
     complete_json_with_one_reask,
+    json_value_closed,
     judge_first_reply,
     parse_json_lenient,
     parse_json_with_flag,
@@ -182,3 +183,31 @@ def test_a_first_reply_is_accepted_only_whole_and_in_shape(text, accepted, cut_o
     assert (verdict.accepted.value if verdict.accepted else None) == accepted
     assert (verdict.cut_off.value if verdict.cut_off else None) == cut_off
     assert bool(verdict.problem) == (accepted is None)
+
+
+@pytest.mark.parametrize(
+    ("text", "closed"),
+    [
+        ('{"intents": []}', True),
+        (" \n[1, 2]", True),
+        ('```json\n{"a": 1}', True),  # the fence need not be closed: the value is
+        ('{"a": 1} and then more', True),
+        ('{"a": "a } inside a string"', False),
+        ('{"a": [1, 2]', False),
+        ('{"intents": [{"desired_fact": "x"}', False),
+        ('Sure: {"a": 1}', False),  # prose first: left to the lenient parser, never cut short
+        ('<think>hm</think>{"a": 1}', False),
+        ("{'a': 1}", False),  # only the lenient parser reads this: let the model finish
+        ("", False),
+    ],
+)
+def test_json_value_closed_only_when_the_reply_opens_with_a_value_that_closed(text, closed):
+    assert json_value_closed(text) is closed
+
+
+@pytest.mark.parametrize("text", ['{"a": 1}', '```json\n{"a": [1, {"b": 2}]}', '[{"x": "y"}]'])
+def test_a_reply_cut_where_its_value_closes_parses_to_the_same_value_unrepaired(text):
+    longer = text + ' {"restated": true} and some prose'
+    assert json_value_closed(text)
+    assert parse_json_with_flag(text).value == parse_json_with_flag(longer).value
+    assert not parse_json_with_flag(text).repaired

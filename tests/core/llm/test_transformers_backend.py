@@ -112,9 +112,17 @@ def test_complete_json_parses_the_reply_and_caches_it(json_model, tmp_path):
     second = backend.complete_json(QUESTION, max_tokens=3, cache_tag="mem")
 
     assert first.parsed == {"ok": True}
-    assert first.repaired  # three objects in a row: the lenient parser kept the first
+    # generation stopped where the first value closed, not at the limit with three in a row
+    assert first.text == '{"ok": true}' and first.tokens_out == 1
+    assert not first.repaired
     assert second.cached and second.parsed == {"ok": True}
     assert backend.usage.calls == 1 and backend.usage.cached_calls == 1
+
+
+def test_only_json_replies_stop_where_their_value_closes(json_model):
+    backend = TransformersBackend(json_model, max_new_tokens=3)
+    assert backend.complete(QUESTION, max_tokens=3).tokens_out == 3
+    assert backend.complete_json(QUESTION, max_tokens=3).tokens_out == 1
 
 
 def test_complete_json_reasks_once_then_raises(prose_model):

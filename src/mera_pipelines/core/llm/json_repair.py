@@ -19,6 +19,7 @@ from mera_pipelines.core.llm.base import ChatMessage
 _FENCE_OPEN = re.compile(r"```[ \t]*(?:json|JSON|javascript|js)?[ \t]*\r?\n?")
 _THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
 _OPENERS = {"{": "}", "[": "]"}
+_VALUE_DECODER = json.JSONDecoder(strict=False)  # control characters in strings, as below
 _CLOSERS = {"}": "{", "]": "["}
 _PYTHON_LITERALS = {"True": "true", "False": "false", "None": "null"}
 _BARE_WORD = re.compile(r"[^\W\d]\w*")  # a letter or underscore, then word characters
@@ -71,6 +72,27 @@ def parse_json_with_flag(text: str | None) -> LenientParse:
                 if value is not _NOTHING:
                     return LenientParse(value, repaired=True, cut_off=allow_truncated)
     raise ValueError(f"reply is not repairable JSON: {_preview(text)}")
+
+
+def json_value_closed(text: str) -> bool:
+    """True once a reply that opens with a JSON value (fenced or not) has closed that value.
+
+    Generation may stop there: the parser takes a reply's first value, so later tokens change
+    nothing but the time spent (a GRPO planner that never learnt to stop wrote to its token
+    limit after every plan). A reply opening with prose, reasoning or a value only the lenient
+    parser would read is never cut short.
+    """
+    body = text.lstrip()
+    fence = _FENCE_OPEN.match(body)
+    if fence is not None:
+        body = body[fence.end() :].lstrip()
+    if not body or body[0] not in _OPENERS:
+        return False
+    try:
+        _VALUE_DECODER.raw_decode(body)
+    except json.JSONDecodeError:
+        return False
+    return True
 
 
 def _fenced_part(text: str) -> str | None:

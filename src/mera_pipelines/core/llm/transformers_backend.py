@@ -16,7 +16,11 @@ from mera_pipelines.core.errors import ConfigError, LLMCallError
 from mera_pipelines.core.llm.base import ChatMessage
 from mera_pipelines.core.llm.cache import ResponseCache
 from mera_pipelines.core.llm.chat_backend import CachingChatBackend
-from mera_pipelines.core.llm.json_repair import RawReply, with_json_instruction
+from mera_pipelines.core.llm.json_repair import (
+    RawReply,
+    json_value_closed,
+    with_json_instruction,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +115,8 @@ class TransformersBackend(CachingChatBackend):
         input_ids = encoded["input_ids"].to(self.device)
         attention_mask = encoded["attention_mask"].to(self.device)
         options = _sampling_options(temperature)
+        if want_json:
+            options["stopping_criteria"] = _stop_when_json_closes(tokenizer, input_ids.shape[1])
         with self._generate_lock, torch.inference_mode():
             output = model.generate(
                 input_ids=input_ids,
@@ -124,6 +130,25 @@ class TransformersBackend(CachingChatBackend):
         new_tokens = output[0, input_ids.shape[1] :]
         text = tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
         return RawReply(text, int(input_ids.shape[1]), int(new_tokens.shape[0]))
+
+
+def _stop_when_json_closes(tokenizer: Any, prompt_length: int) -> Any:
+    """Stop a JSON reply at the end of its first value (``json_value_closed``), not at the limit."""
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class JsonValueClosed(StoppingCriteria):
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            # a value can only close on a token with a closing bracket: decode the reply then
+            last = tokenizer.decode(input_ids[0, -1:], skip_special_tokens=True)
+            done = ("}" in last or "]" in last) and json_value_closed(
+                tokenizer.decode(input_ids[0, prompt_length:], skip_special_tokens=True)
+            )
+            return torch.full(
+                (input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device
+            )
+
+    return StoppingCriteriaList([JsonValueClosed()])
 
 
 def _sampling_options(temperature: float) -> dict[str, Any]:
