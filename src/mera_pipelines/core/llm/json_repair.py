@@ -19,7 +19,7 @@ from mera_pipelines.core.llm.base import ChatMessage
 _FENCE_OPEN = re.compile(r"```[ \t]*(?:json|JSON|javascript|js)?[ \t]*\r?\n?")
 _THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
 _OPENERS = {"{": "}", "[": "]"}
-_VALUE_DECODER = json.JSONDecoder(strict=False)  # control characters in strings, as below
+_VALUE_DECODER = json.JSONDecoder(strict=False)  # reads what parse_json_with_flag's loads reads
 _CLOSERS = {"}": "{", "]": "["}
 _PYTHON_LITERALS = {"True": "true", "False": "false", "None": "null"}
 _BARE_WORD = re.compile(r"[^\W\d]\w*")  # a letter or underscore, then word characters
