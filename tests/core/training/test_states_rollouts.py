@@ -269,3 +269,69 @@ def test_sft_can_skip_teacher_plans_the_reward_penalises(memory, roles, monkeypa
         nodes.warm_start_planner(
             base, states.iloc[1:3], {}, split, {"sft": {"skip_penalised_plans": True}}
         )
+
+
+def test_sft_targets_add_each_differing_variant_plan_after_the_teachers(memory, roles):
+    from mera_pipelines.core.roles.planner import intents_to_json
+    from mera_pipelines.core.training.states import sft_targets
+
+    records, _ = collect_states([QUESTION], memory, roles, LOOP, HeuristicPlanner())
+    first = records[0]
+    assert sft_targets(first) == [first.teacher_output]
+    one_query = HeuristicPlanner(keyword_intent=False)
+    no_topics = HeuristicPlanner(topic_labels=False)
+    targets = sft_targets(first, [HeuristicPlanner(), one_query, one_query, no_topics])
+    state = first.planner_state()
+    expected = [intents_to_json(p.plan(state).intents) for p in (one_query, no_topics)]
+    # the default heuristic repeats the teacher's plan and the second one_query its own: kept once
+    assert targets == [first.teacher_output, *expected]
+    assert len(json.loads(targets[1])["intents"]) == 1  # round 1 without the key-terms query
+
+    class SaysNothing:
+        name = "nothing"
+
+        def plan(self, state):
+            from mera_pipelines.core.roles.planner import PlanResult
+
+            return PlanResult([])
+
+    assert sft_targets(first, [SaysNothing()]) == [first.teacher_output]  # no empty plan
+
+
+def test_sft_trains_on_variant_plans_beside_the_teachers(memory, roles, monkeypatch, tmp_path):
+    from mera_pipelines.core.records import to_frame
+    from mera_pipelines.core.training.model_store import PlannerModel
+    from mera_pipelines.core.training.states import PlannerStateRecord
+    from mera_pipelines.pipelines.train_planner import nodes
+
+    records, _ = collect_states([QUESTION], memory, roles, LOOP, HeuristicPlanner())
+    states = to_frame(records[:1], PlannerStateRecord)
+    trained = []
+
+    class Log:
+        def summary(self):
+            return {}
+
+    def fake_sft(folder, examples, settings, threads, log_metrics):
+        trained.append(examples)
+        return tmp_path, Log()
+
+    monkeypatch.setattr(nodes, "run_sft", fake_sft)
+    base = PlannerModel(tmp_path, {"stage": "base"})
+    split = {"train_memory_ids": ["m"]}
+    params = {"sft": {"variant_targets": {"one_query": {"keyword_intent": False}}}}
+    _, report = nodes.warm_start_planner(base, states, {}, split, params)
+    (teacher_prompt, teacher_plan), (variant_prompt, variant_plan) = trained[-1]
+    assert teacher_prompt == variant_prompt  # one prompt, two valid plans
+    assert teacher_plan == records[0].teacher_output
+    assert len(json.loads(variant_plan)["intents"]) == 1
+    assert report["examples"] == 2 and report["variant_examples"] == 1
+    for variants, message in [
+        ({"typo": {"keyword_intents": False}}, r"variant_targets\.typo: .*keyword_intents"),
+        ({"flat": "keyword_intent=false"}, r"variant_targets\.flat must be a mapping"),
+        ([{"keyword_intent": False}], "must map a name"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            nodes.warm_start_planner(
+                base, states, {}, split, {"sft": {"variant_targets": variants}}
+            )

@@ -150,6 +150,26 @@ def make_teacher(backend: LLMBackend | None, prompt: dict[str, Any]) -> Planner:
     )
 
 
+def sft_targets(record: PlannerStateRecord, variants: Sequence[Planner] = ()) -> list[str]:
+    """The SFT targets of one state: the teacher's plan, then each variant planner's plan for the
+    same state when it asks something and differs from the targets before it.
+
+    Several valid plans for one prompt teach the warm-started planner to sample among them, so
+    GRPO's groups can differ in reward while the JSON stays valid (a copy-SFT's samples are all
+    the teacher's plan; a 2-step SFT's differ by breaking the format, docs/benchmarks.md).
+    """
+    targets = [record.teacher_output]
+    if not variants:
+        return targets
+    state = record.planner_state()
+    for planner in variants:
+        intents = planner.plan(state).intents
+        text = intents_to_json(intents)
+        if intents and text not in targets:
+            targets.append(text)
+    return targets
+
+
 def collect_states(
     questions: Sequence[Question],
     memory: MemoryIndex,

@@ -35,6 +35,10 @@ class SFTSettings:
     # Train only on teacher plans the GRPO reward would not penalise. The heuristic teacher's
     # later-round plans are often empty (scored as unparseable) or ask one or two words.
     skip_penalised_plans: bool = False
+    # name -> heuristic planner settings (e.g. one_query: {keyword_intent: false}): each
+    # variant's plan for a state is a further target beside the teacher's when it differs
+    # (core.training.states.sft_targets), so the planner learns several valid plans per prompt
+    variant_targets: dict[str, dict[str, Any]] = field(default_factory=dict)
     seed: int = 0
     use_cpu: bool = True  # false on GPUs (conf/paper)
     bf16: bool = False

@@ -13,7 +13,12 @@ from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.llm.smollm2 import DEFAULT_TARGET, ensure_smollm2
 from mera_pipelines.core.loop import LoopSettings
 from mera_pipelines.core.memory import MemoryIndex
-from mera_pipelines.core.roles.planner import plan_template, render_plan_prompt
+from mera_pipelines.core.roles.planner import (
+    Planner,
+    make_planner,
+    plan_template,
+    render_plan_prompt,
+)
 from mera_pipelines.core.training.model_store import (
     PlannerModel,
     PlannerModelStore,
@@ -22,7 +27,7 @@ from mera_pipelines.core.training.model_store import (
 )
 from mera_pipelines.core.training.reward import RewardSettings, plan_is_clean
 from mera_pipelines.core.training.rollouts import RetrievalReward, filter_states
-from mera_pipelines.core.training.states import PlannerStateRecord
+from mera_pipelines.core.training.states import PlannerStateRecord, sft_targets
 from mera_pipelines.core.training.trainers import (
     GRPOSettings,
     PlannerSampler,
@@ -67,23 +72,26 @@ def warm_start_planner(
     teacher = collect_report.get("teacher") or "heuristic"  # reports before the option: heuristic
     if not settings.enabled:
         return PlannerModel(base.folder, {**metadata, "stage": "base"}), {"enabled": False}
-    records = _records(states)
+    template = plan_template(prompt["draft"])
+    variants = _variant_planners(settings.variant_targets)
+    examples = []
+    for record in _records(states):
+        messages = render_plan_prompt(template, record.planner_state(), prompt["graph_chars"])
+        examples.extend((messages, target) for target in sft_targets(record, variants))
+    variant_examples = len(examples) - len(states)
     skipped = 0
     if settings.skip_penalised_plans:
         reward = RewardSettings.from_params(params.get("reward"))
-        clean = [r for r in records if plan_is_clean(r.teacher_output, reward)]
-        skipped = len(records) - len(clean)
+        clean = [
+            (messages, target) for messages, target in examples if plan_is_clean(target, reward)
+        ]
+        skipped = len(examples) - len(clean)
         if not clean:
             raise ConfigError(
-                f"training.sft.skip_penalised_plans: all {len(records)} teacher plans earn a "
+                f"training.sft.skip_penalised_plans: all {len(examples)} SFT targets earn a "
                 "reward penalty; nothing is left to train on (turn the option off)"
             )
-        records = clean
-    template = plan_template(prompt["draft"])
-    examples = [
-        (render_plan_prompt(template, r.planner_state(), prompt["graph_chars"]), r.teacher_output)
-        for r in records
-    ]
+        examples = clean
     folder, log = run_sft(
         base.folder, examples, settings, params.get("torch_threads"), mlflow_step_logger()
     )
@@ -91,10 +99,35 @@ def warm_start_planner(
         "enabled": True,
         "teacher": teacher,
         "examples": len(examples),
+        "variant_examples": variant_examples,
         "skipped_penalised_plans": skipped,
         **log.summary(),
     }
     return PlannerModel(folder, {**metadata, "stage": "sft", "sft": report}), report
+
+
+def _variant_planners(variant_targets: dict[str, Any]) -> list[Planner]:
+    """Heuristic planners from ``training.sft.variant_targets``: a name for each, mapped to its
+    settings (a mapping, so one variant can be set from the command line:
+    ``--params=training.sft.variant_targets.one_query.keyword_intent=false``)."""
+    section = "training.sft.variant_targets"
+    if not isinstance(variant_targets, dict):
+        raise ConfigError(
+            f"{section} must map a name to heuristic planner settings, e.g. "
+            f"{{one_query: {{keyword_intent: false}}}}, got {variant_targets!r}"
+        )
+    planners = []
+    for name, variant in variant_targets.items():
+        if not isinstance(variant, dict):
+            raise ConfigError(
+                f"{section}.{name} must be a mapping of heuristic planner settings "
+                f"(e.g. {{keyword_intent: false}}), got {variant!r}"
+            )
+        try:
+            planners.append(make_planner("heuristic", **variant))
+        except ConfigError as exc:
+            raise ConfigError(f"{section}.{name}: {exc}") from exc
+    return planners
 
 
 def filter_training_states(
