@@ -15,6 +15,11 @@ that only copies it gives GRPO nothing to compare.
 
     python benchmarks/state_mix.py --project <project> --out benchmarks/results/state_mix_x.json
     # other versions than the newest: --questions-version, --states-version, --filter-version
+    # other filterings' samples on the same states (sample_spread): --compare-filter NAME=VERSION
+
+``sample_spread`` says how varied and valid the samples are: distinct parseable plans per state,
+teacher copies, empty plans and broken replies, and the states whose samples recover different
+shares of the missing evidence.
 
 The filter version names both the rollouts and the retained states (one filtering run writes
 both under the same version).
@@ -102,6 +107,32 @@ def as_teacher(rollouts: pd.DataFrame, states: pd.DataFrame) -> pd.Series:
     )
 
 
+def sample_spread(rollouts: pd.DataFrame, states: pd.DataFrame) -> dict[str, Any]:
+    """How varied and how valid a filtering's samples are: distinct parseable plans per state
+    (queries as the reward reads them), copies of the teacher's queries, empty plans (the
+    heuristic's "nothing to ask", scored as unparseable) apart from broken replies, and the
+    states whose samples recover different shares (the only ones where GRPO can learn which
+    plan finds more)."""
+    queries = rollouts["completion"].map(plan_queries)
+    empty = rollouts["completion"].map(
+        lambda text: text.replace(" ", "").startswith('{"intents":[]}')
+    )
+    distinct = queries.dropna().groupby(rollouts["state_id"]).nunique()
+    spread = rollouts.groupby("state_id")["recovered_share"].nunique()
+    return {
+        "states": int(rollouts["state_id"].nunique()),
+        "rollouts": len(rollouts),
+        "distinct_parsed_plans_per_state": round(
+            float(distinct.reindex(spread.index, fill_value=0).mean()), 3
+        ),
+        "as_teacher": int(as_teacher(rollouts, states).sum()),
+        "empty_plans": int(empty.sum()),
+        "broken": int((queries.isna() & ~empty).sum()),
+        "mean_recovered": round(float(rollouts["recovered_share"].mean()), 4),
+        "states_with_unequal_recovery": int((spread > 1).sum()),
+    }
+
+
 def state_mix(
     questions: pd.DataFrame, states: pd.DataFrame, rollouts: pd.DataFrame, retained: pd.DataFrame
 ) -> dict[str, Any]:
@@ -178,6 +209,14 @@ def main() -> None:
     parser.add_argument("--questions-version")
     parser.add_argument("--states-version")
     parser.add_argument("--filter-version")
+    parser.add_argument(
+        "--compare-filter",
+        action="append",
+        default=[],
+        metavar="NAME=VERSION",
+        help="another filtering's rollouts, restricted to the states of --filter-version: "
+        "sample_spread side by side (repeatable)",
+    )
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args()
     questions, questions_version = read_version(args.project, "questions", args.questions_version)
@@ -193,6 +232,17 @@ def main() -> None:
         },
         "by_kind": state_mix(questions, states, rollouts, retained),
     }
+    if "completion" in rollouts.columns and "teacher_output" in states.columns:
+        result["sample_spread"] = {"this": sample_spread(rollouts, states)}
+    elif args.compare_filter:
+        raise SystemExit("--compare-filter needs rollouts with completions and teacher plans")
+    for spec in args.compare_filter:
+        name, sep, version = spec.partition("=")
+        if not sep or not name or not version:
+            raise SystemExit(f"--compare-filter {spec!r}: expected NAME=VERSION")
+        other, _ = read_version(args.project, "rollouts", version)
+        same = other[other["state_id"].isin(rollouts["state_id"])]
+        result["sample_spread"][name] = {"version": version, **sample_spread(same, states)}
     write_json(args.out, result)
     print(result)
 

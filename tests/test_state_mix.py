@@ -118,3 +118,50 @@ def test_counts_the_rollouts_that_ask_the_teachers_own_queries(state_mix):
     ) == (4, 2)
     assert (mix["multi_hop"]["rollouts"], mix["multi_hop"]["rollouts_as_teacher"]) == (2, 2)
     assert "rollouts" not in state_mix.state_mix(QUESTIONS, STATES, ROLLOUTS, RETAINED)["multi_hop"]
+
+
+def test_sample_spread_counts_distinct_valid_plans_and_unequal_recovery(state_mix):
+    teacher_plan = json.dumps({"intents": [{"desired_fact": "Nate pets at home", "entities": []}]})
+    other_plan = json.dumps({"intents": [{"desired_fact": "Nate turtles tank", "entities": []}]})
+    states = STATES.assign(teacher_output=[teacher_plan] * 4)
+    rollouts = ROLLOUTS.assign(
+        completion=[teacher_plan, other_plan, '{"intents": []}', "not json", other_plan, other_plan]
+    )
+    spread = state_mix.sample_spread(rollouts, states)
+    assert spread["states"] == 3 and spread["rollouts"] == 6
+    # q1-r1 two plans, q1-r2 none parseable, q2-r1 one
+    assert spread["distinct_parsed_plans_per_state"] == 1.0
+    assert (spread["as_teacher"], spread["empty_plans"], spread["broken"]) == (1, 1, 1)
+    assert spread["states_with_unequal_recovery"] == 1  # only q1-r1's samples differ
+    assert spread["mean_recovered"] == 0.4167
+
+
+def test_compare_filter_reads_another_filterings_samples_on_the_same_states(
+    state_mix, tmp_path, monkeypatch
+):
+    plan = json.dumps({"intents": [{"desired_fact": "Nate pets at home", "entities": []}]})
+    rollouts = ROLLOUTS.assign(completion=[plan] * 6)
+    other = pd.concat([rollouts, rollouts.head(2).assign(state_id="elsewhere")], ignore_index=True)
+    frames = {
+        "questions": QUESTIONS,
+        "states": STATES.assign(teacher_output=[plan] * 4),
+        "rollouts": rollouts,
+        "retained": RETAINED,
+    }
+    for name, frame in frames.items():
+        folder = tmp_path / state_mix.DATASETS[name] / "2026-01-02T00.00.00.000Z"
+        folder.mkdir(parents=True)
+        frame.to_parquet(folder / folder.parent.name)
+    older = tmp_path / state_mix.DATASETS["rollouts"] / "2026-01-01T00.00.00.000Z"
+    older.mkdir(parents=True)
+    other.to_parquet(older / older.parent.name)
+    out = tmp_path / "mix.json"
+    argv = ["state_mix", "--project", str(tmp_path), "--out", str(out)]
+    monkeypatch.setattr("sys.argv", [*argv, "--compare-filter", "old=2026-01-01T00.00.00.000Z"])
+    state_mix.main()
+    spread = json.loads(out.read_text())["sample_spread"]
+    assert spread["this"]["rollouts"] == 6 and spread["old"]["rollouts"] == 6  # not "elsewhere"
+    assert spread["old"]["version"] == "2026-01-01T00.00.00.000Z"
+    monkeypatch.setattr("sys.argv", [*argv, "--compare-filter", "old"])
+    with pytest.raises(SystemExit, match="NAME=VERSION"):
+        state_mix.main()
