@@ -69,12 +69,13 @@ def test_newest_run_with_node_seconds_reports_and_grpo_figures(train_record, pro
 
 
 def test_grpo_figures_over_the_edges(train_record):
-    report = {"reward_curve": [0.0, 1.0, 0.5, 0.5], "reward_std_curve": [0.0, 0.1, 0.2, 0.3]}
+    # 3.2e-8: equal rewards after float rounding; 0.002: one completion's length penalty
+    report = {"reward_curve": [0.0, 1.0, 0.5, 0.5], "reward_std_curve": [0.0, 3.2e-8, 0.002, 0.3]}
     figures = train_record.grpo_figures(report, edge=2)
     assert figures == {
         "reward_mean_first_2_steps": 0.5,
         "reward_mean_last_2_steps": 0.5,
-        "steps_with_equal_rewards": 1,
+        "steps_with_equal_rewards": 2,
     }
     assert train_record.grpo_figures({}) == {}
 
