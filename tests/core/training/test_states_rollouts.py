@@ -18,7 +18,13 @@ from mera_pipelines.core.training.rollouts import (
 from mera_pipelines.core.training.states import collect_states
 from tests.core.test_loop import QUESTION, memory, roles  # noqa: F401 (fixtures)
 
-LOOP = LoopSettings(turns_first_round=1, turns_per_round=1, max_rounds=4, exhaustion_rounds=4)
+LOOP_PARAMS = {
+    "turns_first_round": 1,
+    "turns_per_round": 1,
+    "max_rounds": 4,
+    "exhaustion_rounds": 4,
+}
+LOOP = LoopSettings(**LOOP_PARAMS)
 REWARD = RewardSettings()
 
 
@@ -227,20 +233,16 @@ def test_later_round_share_reserves_places_for_states_after_round_one(memory, ro
         taken(1.5)
 
 
-def test_sft_can_skip_teacher_plans_the_reward_penalises(memory, roles, monkeypatch, tmp_path):
+@pytest.fixture
+def warm_start(memory, monkeypatch, tmp_path):
+    """The SFT node over ``memory`` with trl's trainer replaced: returns (call, trained), where
+    ``call(records, params, collect_report={})`` runs the node on the records and ``trained``
+    lists the (prompt, plan) examples of each call."""
     from mera_pipelines.core.records import to_frame
     from mera_pipelines.core.training.model_store import PlannerModel
     from mera_pipelines.core.training.states import PlannerStateRecord
     from mera_pipelines.pipelines.train_planner import nodes
 
-    outputs = [
-        plan("Maya met Jonas gym"),
-        '{"intents": []}',
-        plan("pasta"),
-        plan("Jonas dog Pepper"),
-    ]
-    variants = state_variants(memory, roles, 4, lambda i: {"teacher_output": outputs[i]})
-    states = to_frame(variants, PlannerStateRecord)
     trained = []
 
     class Log:
@@ -248,27 +250,43 @@ def test_sft_can_skip_teacher_plans_the_reward_penalises(memory, roles, monkeypa
             return {}
 
     def fake_sft(folder, examples, settings, threads, log_metrics):
-        trained.append([answer for _, answer in examples])
+        trained.append(examples)
         return tmp_path, Log()
 
     monkeypatch.setattr(nodes, "run_sft", fake_sft)
     base = PlannerModel(tmp_path, {"stage": "base"})
-    split = {"train_memory_ids": ["m"]}
+
+    def call(records, params, collect_report=None):
+        states = to_frame(records, PlannerStateRecord)
+        split = {"train_memory_ids": ["m"]}
+        return nodes.warm_start_planner(
+            base, states, collect_report or {}, split, memory, params, LOOP_PARAMS
+        )
+
+    return call, trained
+
+
+def test_sft_can_skip_teacher_plans_the_reward_penalises(memory, roles, warm_start):
+    call, trained = warm_start
+    outputs = [
+        plan("Maya met Jonas gym"),
+        '{"intents": []}',
+        plan("pasta"),
+        plan("Jonas dog Pepper"),
+    ]
+    records = state_variants(memory, roles, 4, lambda i: {"teacher_output": outputs[i]})
     collected = {"teacher": "llm:teacher-model"}
-    planner, report = nodes.warm_start_planner(base, states, collected, split, {"sft": {}})
-    assert trained[-1] == outputs and report["skipped_penalised_plans"] == 0
+    planner, report = call(records, {"sft": {}}, collected)
+    assert [answer for _, answer in trained[-1]] == outputs
+    assert report["skipped_penalised_plans"] == 0
     assert planner.metadata["sft"]["teacher"] == "llm:teacher-model"  # what it imitated
-    _, report = nodes.warm_start_planner(
-        base, states, {}, split, {"sft": {"skip_penalised_plans": True}}
-    )
+    _, report = call(records, {"sft": {"skip_penalised_plans": True}})
     assert report["teacher"] == "heuristic"  # a collect report from before the option
     # the empty plan is scored as unparseable and "pasta" is one word short of three
-    assert trained[-1] == [outputs[0], outputs[3]]
+    assert [answer for _, answer in trained[-1]] == [outputs[0], outputs[3]]
     assert report["examples"] == 2 and report["skipped_penalised_plans"] == 2
     with pytest.raises(ConfigError, match="skip_penalised_plans"):
-        nodes.warm_start_planner(
-            base, states.iloc[1:3], {}, split, {"sft": {"skip_penalised_plans": True}}
-        )
+        call(records[1:3], {"sft": {"skip_penalised_plans": True}})
 
 
 def test_sft_targets_add_each_differing_variant_plan_after_the_teachers(memory, roles):
@@ -298,40 +316,69 @@ def test_sft_targets_add_each_differing_variant_plan_after_the_teachers(memory, 
     assert sft_targets(first, [SaysNothing()]) == [first.teacher_output]  # no empty plan
 
 
-def test_sft_trains_on_variant_plans_beside_the_teachers(memory, roles, monkeypatch, tmp_path):
-    from mera_pipelines.core.records import to_frame
-    from mera_pipelines.core.training.model_store import PlannerModel
-    from mera_pipelines.core.training.states import PlannerStateRecord
-    from mera_pipelines.pipelines.train_planner import nodes
-
+def test_sft_trains_on_variant_plans_beside_the_teachers(memory, roles, warm_start):
+    call, trained = warm_start
     records, _ = collect_states([QUESTION], memory, roles, LOOP, HeuristicPlanner())
-    states = to_frame(records[:1], PlannerStateRecord)
-    trained = []
-
-    class Log:
-        def summary(self):
-            return {}
-
-    def fake_sft(folder, examples, settings, threads, log_metrics):
-        trained.append(examples)
-        return tmp_path, Log()
-
-    monkeypatch.setattr(nodes, "run_sft", fake_sft)
-    base = PlannerModel(tmp_path, {"stage": "base"})
-    split = {"train_memory_ids": ["m"]}
     params = {"sft": {"variant_targets": {"one_query": {"keyword_intent": False}}}}
-    _, report = nodes.warm_start_planner(base, states, {}, split, params)
+    _, report = call(records[:1], params)
     (teacher_prompt, teacher_plan), (variant_prompt, variant_plan) = trained[-1]
     assert teacher_prompt == variant_prompt  # one prompt, two valid plans
     assert teacher_plan == records[0].teacher_output
     assert len(json.loads(variant_plan)["intents"]) == 1
     assert report["examples"] == 2 and report["variant_examples"] == 1
+    assert report["target_choice"] == "all" and "best_reward" not in report
     for variants, message in [
         ({"typo": {"keyword_intents": False}}, r"variant_targets\.typo: .*keyword_intents"),
         ({"flat": "keyword_intent=false"}, r"variant_targets\.flat must be a mapping"),
         ([{"keyword_intent": False}], "must map a name"),
     ]:
         with pytest.raises(ConfigError, match=message):
-            nodes.warm_start_planner(
-                base, states, {}, split, {"sft": {"variant_targets": variants}}
-            )
+            call(records[:1], {"sft": {"variant_targets": variants}})
+
+
+def test_best_reward_targets_keep_the_teachers_plan_unless_a_variant_earns_more(memory, roles):
+    from mera_pipelines.core.training.rollouts import best_reward_targets
+
+    records = state_variants(memory, roles, 4, lambda i: {})  # round 1, D1:1 missing
+    miss, hit = plan("Theo cooked pasta dinner"), plan("Maya met Jonas at the climbing gym")
+    candidates = [
+        [miss, hit, plan("Maya met Jonas at the gym")],  # ties go to the earlier plan
+        [hit, miss],
+        [miss, plan("Theo pasta dinner cooked")],  # both earn 0: the teacher's stays
+        [plan("pasta"), miss],  # a one-word query's penalty: the variant wins, finding nothing
+    ]
+    chosen, report = best_reward_targets(records, candidates, memory, LOOP, REWARD)
+    assert chosen == [hit, hit, miss, miss]
+    assert report.states == 4 and report.variant_chosen == 2
+    assert report.variant_recovers_more == 1
+    assert report.mean_teacher_reward < 1 / 4  # the penalty
+    assert report.mean_chosen_reward == pytest.approx(2 / 4)
+    with pytest.raises(ValueError):
+        best_reward_targets(records, candidates[:2], memory, LOOP, REWARD)
+
+
+def test_sft_on_best_reward_targets_trains_one_plan_per_state(memory, roles, warm_start):
+    from mera_pipelines.core.roles.planner import intents_to_json
+    from mera_pipelines.core.training.rollouts import score_at_state
+
+    call, trained = warm_start
+    miss, hit = plan("Theo cooked pasta dinner"), plan("Maya met Jonas at the climbing gym")
+    records = state_variants(memory, roles, 2, lambda i: {"teacher_output": [miss, hit][i]})
+    one_query = {"keyword_intent": False}
+    params = {"sft": {"variant_targets": {"one_query": one_query}, "target_choice": "best_reward"}}
+    _, report = call(records, params)
+    variant = intents_to_json(
+        HeuristicPlanner(**one_query).plan(records[0].planner_state()).intents
+    )
+
+    def reward(text):
+        return score_at_state(records[0], text, memory, LOOP, REWARD).reward
+
+    assert reward(variant) > reward(miss)  # the question itself finds D1:1
+    assert [answer for _, answer in trained[-1]] == [variant, hit]
+    assert report["examples"] == 2 and report["variant_examples"] == 0
+    assert report["best_reward"]["variant_chosen"] == 1
+    with pytest.raises(ConfigError, match="set training.sft.variant_targets"):
+        call(records, {"sft": {"target_choice": "best_reward"}})
+    with pytest.raises(ConfigError, match="target_choice must be one of"):
+        call(records, {"sft": {"target_choice": "best"}})

@@ -67,6 +67,72 @@ def score_completion(
     )
 
 
+def score_at_state(
+    record: PlannerStateRecord,
+    text: str,
+    memory: MemoryIndex,
+    loop: LoopSettings,
+    reward: RewardSettings,
+) -> RolloutOutcome:
+    """``score_completion`` at a collected state: its memory, gold and viewed turns, round."""
+    return score_completion(
+        text,
+        record.memory_id,
+        record.gold_turn_ids,
+        record.viewed_turn_ids,
+        record.round_index,
+        memory,
+        loop,
+        reward,
+    )
+
+
+@dataclass
+class TargetChoiceReport:
+    """How ``best_reward_targets`` chose: states where a variant's plan beat the teacher's."""
+
+    states: int = 0
+    variant_chosen: int = 0
+    # of those, states where it recovers more missing evidence (not only a smaller penalty)
+    variant_recovers_more: int = 0
+    mean_teacher_reward: float | None = None
+    mean_chosen_reward: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return vars(self).copy()
+
+
+def best_reward_targets(
+    records: Sequence[PlannerStateRecord],
+    candidates: Sequence[Sequence[str]],
+    memory: MemoryIndex,
+    loop: LoopSettings,
+    reward: RewardSettings,
+    progress: Callable[[Sequence], Any] | None = None,
+) -> tuple[list[str], TargetChoiceReport]:
+    """Per state, the candidate plan (the teacher's first) that earns the highest reward there.
+
+    Ties go to the earlier candidate, so a variant replaces the teacher's plan only where it
+    does strictly better: SFT then imitates the best of the rules' plans state by state, the
+    headroom an oracle over the variants shows (docs/benchmarks.md, thirty-second session)."""
+    chosen: list[str] = []
+    teacher_rewards, chosen_rewards = [], []
+    report = TargetChoiceReport(states=len(records))
+    pairs = list(zip(records, candidates, strict=True))
+    for record, plans in progress(pairs) if progress else pairs:
+        outcomes = [score_at_state(record, text, memory, loop, reward) for text in plans]
+        best = max(range(len(plans)), key=lambda i: (outcomes[i].reward, -i))
+        chosen.append(plans[best])
+        report.variant_chosen += best > 0
+        report.variant_recovers_more += outcomes[best].recovered_share > outcomes[0].recovered_share
+        teacher_rewards.append(outcomes[0].reward)
+        chosen_rewards.append(outcomes[best].reward)
+    if records:
+        report.mean_teacher_reward = sum(teacher_rewards) / len(records)
+        report.mean_chosen_reward = sum(chosen_rewards) / len(records)
+    return chosen, report
+
+
 def completion_text(completion: Any) -> str:
     """trl passes a conversational completion as [{"role": "assistant", "content": ...}]."""
     if isinstance(completion, str):
@@ -230,17 +296,7 @@ def filter_states(
     short = {
         r.state_id
         for r in candidates
-        if score_completion(
-            r.teacher_output,
-            r.memory_id,
-            r.gold_turn_ids,
-            r.viewed_turn_ids,
-            r.round_index,
-            memory,
-            loop,
-            reward,
-        ).recovered_share
-        < 1.0
+        if score_at_state(r, r.teacher_output, memory, loop, reward).recovered_share < 1.0
     }
     report.teacher_short_states = len(short)
     if max_states is not None and len(candidates) > max_states:
@@ -258,16 +314,7 @@ def filter_states(
     for record in progress(candidates) if progress else candidates:
         outcomes = []
         for sample_index, text in enumerate(sampler(record, group_size)):
-            outcome = score_completion(
-                text,
-                record.memory_id,
-                record.gold_turn_ids,
-                record.viewed_turn_ids,
-                record.round_index,
-                memory,
-                loop,
-                reward,
-            )
+            outcome = score_at_state(record, text, memory, loop, reward)
             outcomes.append(outcome)
             rollout_rows.append(
                 {

@@ -24,6 +24,8 @@ logger = logging.getLogger(__name__)
 
 MetricsLogger = Callable[[dict[str, float], int], None]
 
+TARGET_CHOICES = ("all", "best_reward")  # training.sft.target_choice
+
 
 @dataclass(frozen=True)
 class SFTSettings:
@@ -39,12 +41,22 @@ class SFTSettings:
     # variant's plan for a state is a further target beside the teacher's when it differs
     # (core.training.states.sft_targets), so the planner learns several valid plans per prompt
     variant_targets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # "all": every target above trains; "best_reward": per state only the one whose plan earns
+    # the highest reward there (the teacher's on ties), so SFT learns which rule fits a state
+    target_choice: str = "all"
     seed: int = 0
     use_cpu: bool = True  # false on GPUs (conf/paper)
     bf16: bool = False
     # trl turns activation recomputation on by default to save GPU memory; on a CPU with RAM
     # to spare it only costs a second forward pass per step (benchmarks/bench_grpo.py)
     gradient_checkpointing: bool = False
+
+    def __post_init__(self) -> None:
+        if self.target_choice not in TARGET_CHOICES:
+            raise ConfigError(
+                f"training.sft.target_choice must be one of {list(TARGET_CHOICES)}, "
+                f"got {self.target_choice!r}"
+            )
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None) -> SFTSettings:

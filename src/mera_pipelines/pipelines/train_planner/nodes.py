@@ -26,7 +26,11 @@ from mera_pipelines.core.training.model_store import (
     resolve_planner,
 )
 from mera_pipelines.core.training.reward import RewardSettings, plan_is_clean
-from mera_pipelines.core.training.rollouts import RetrievalReward, filter_states
+from mera_pipelines.core.training.rollouts import (
+    RetrievalReward,
+    best_reward_targets,
+    filter_states,
+)
 from mera_pipelines.core.training.states import PlannerStateRecord, sft_targets
 from mera_pipelines.core.training.trainers import (
     GRPOSettings,
@@ -59,9 +63,13 @@ def warm_start_planner(
     states: pd.DataFrame,
     collect_report: dict[str, Any],
     split: dict[str, Any],
+    memory: MemoryIndex,
     params: dict[str, Any],
+    loop_params: dict[str, Any],
 ) -> tuple[PlannerModel, dict[str, Any]]:
-    """SFT on the teacher's plans for the collected states (or the base model unchanged)."""
+    """SFT on the teacher's plans for the collected states (or the base model unchanged);
+    with ``training.sft.target_choice: best_reward``, on the best-scoring of the teacher's and
+    the variants' plans per state, each executed against ``memory``."""
     settings = SFTSettings.from_params(params.get("sft"))
     prompt = planner_prompt_settings(params)
     metadata = {
@@ -74,10 +82,28 @@ def warm_start_planner(
         return PlannerModel(base.folder, {**metadata, "stage": "base"}), {"enabled": False}
     template = plan_template(prompt["draft"])
     variants = _variant_planners(settings.variant_targets)
+    records = _records(states)
+    targets = [sft_targets(record, variants) for record in records]
+    choice = None
+    if settings.target_choice == "best_reward":
+        if not variants:
+            raise ConfigError(
+                "training.sft.target_choice best_reward chooses among the teacher's and the "
+                "variants' plans: set training.sft.variant_targets"
+            )
+        best, choice = best_reward_targets(
+            records,
+            targets,
+            memory,
+            LoopSettings.from_params(loop_params),
+            RewardSettings.from_params(params.get("reward")),
+            progress=lambda items: tqdm(items, desc="score SFT targets"),
+        )
+        targets = [[plan] for plan in best]
     examples = []
-    for record in _records(states):
+    for record, plans in zip(records, targets, strict=True):
         messages = render_plan_prompt(template, record.planner_state(), prompt["graph_chars"])
-        examples.extend((messages, target) for target in sft_targets(record, variants))
+        examples.extend((messages, plan) for plan in plans)
     variant_examples = len(examples) - len(states)
     skipped = 0
     if settings.skip_penalised_plans:
@@ -100,6 +126,8 @@ def warm_start_planner(
         "teacher": teacher,
         "examples": len(examples),
         "variant_examples": variant_examples,
+        "target_choice": settings.target_choice,
+        **({"best_reward": choice.as_dict()} if choice else {}),
         "skipped_penalised_plans": skipped,
         **log.summary(),
     }
