@@ -74,16 +74,26 @@ def stage_reports(client, run_id: str) -> dict[str, Any]:
 
 
 def grpo_figures(grpo_report: dict[str, Any], edge: int = EDGE_STEPS) -> dict[str, Any]:
-    """Reward early and late in training, and steps where every completion scored the same."""
+    """Reward early and late in training, steps where every completion scored the same, and
+    steps whose rewards differ with every completion parsed: there the group's advantages rank
+    plans by what they find, not valid JSON above broken replies."""
     rewards = grpo_report.get("reward_curve") or []
     spreads = grpo_report.get("reward_std_curve") or []
     if not rewards:
         return {}
-    return {
+    figures = {
         f"reward_mean_first_{edge}_steps": statistics.fmean(rewards[:edge]),
         f"reward_mean_last_{edge}_steps": statistics.fmean(rewards[-edge:]),
         "steps_with_equal_rewards": sum(1 for spread in spreads if spread < EQUAL_REWARD_STD),
     }
+    failures = grpo_report.get("parse_failure_curve") or []
+    if len(failures) == len(spreads):  # reports from before that curve have none
+        figures["steps_with_unequal_rewards_all_parsed"] = sum(
+            1
+            for spread, failed in zip(spreads, failures, strict=True)
+            if spread >= EQUAL_REWARD_STD and failed == 0
+        )
+    return figures
 
 
 def git_commit(project: Path) -> str | None:
