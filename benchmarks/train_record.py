@@ -76,7 +76,7 @@ def stage_reports(client, run_id: str) -> dict[str, Any]:
 def grpo_figures(grpo_report: dict[str, Any], edge: int = EDGE_STEPS) -> dict[str, Any]:
     """Reward early and late in training, steps where every completion scored the same, and
     steps whose rewards differ with every completion parsed: there the group's advantages rank
-    plans by what they find, not valid JSON above broken replies."""
+    valid plans (by what they find, or a format penalty), not valid JSON above broken replies."""
     rewards = grpo_report.get("reward_curve") or []
     spreads = grpo_report.get("reward_std_curve") or []
     if not rewards:

@@ -113,8 +113,8 @@ def best_reward_targets(
     """Per state, the candidate plan (the teacher's first) that earns the highest reward there.
 
     Ties go to the earlier candidate, so a variant replaces the teacher's plan only where it
-    does strictly better: SFT then imitates the best of the rules' plans state by state, the
-    headroom an oracle over the variants shows (docs/benchmarks.md, thirty-second session)."""
+    does strictly better: SFT then imitates the best of the rules' plans state by state
+    (docs/training.md, "Best-reward targets", for what that is worth on the LoCoMo split)."""
     chosen: list[str] = []
     teacher_rewards, chosen_rewards = [], []
     report = TargetChoiceReport(states=len(records))
