@@ -65,11 +65,10 @@ def evaluation_params(
 
 def open_memory(project: Path, dtype: str) -> MemoryIndex:
     """The project's built LanceDB memory with the packaged embedder for queries."""
-    return MemoryIndex(
-        str(project / "data" / "05_model_input" / "memory.lancedb"),
-        "facts",
-        load_embedder(dtype=dtype),
-    )
+    uri = project / "data" / "05_model_input" / "memory.lancedb"
+    if not uri.is_dir():  # opening it would create an empty table and find nothing
+        raise SystemExit(f"{uri}: no memory; build it first (see this script's docstring)")
+    return MemoryIndex(str(uri), "facts", load_embedder(dtype=dtype))
 
 
 def load_questions(project: Path, params: dict[str, Any]) -> list[Question]:
@@ -473,6 +472,7 @@ def main() -> None:
     if not args.summarise_only:
         settings = LoopSettings.from_params(params["loop"])
         memory = open_memory(project, args.dtype)
+        memory.require_memories({q.memory_id for q in questions})
         shard = shard_of(questions, args.shard)
         for name, folder in planners:
             run_planner(name, folder, shard, memory, settings, out, args.threads)

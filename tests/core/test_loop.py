@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from mera_pipelines.core.baselines import run_naive_rag
+from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.evaluation import run_systems, score_runs, summarise
 from mera_pipelines.core.loop import LoopSettings, Roles, run_mera
 from mera_pipelines.core.memory import MemoryIndex, SearchSettings
@@ -142,3 +143,9 @@ def test_systems_side_by_side_give_the_contract_metrics(memory, roles):
         assert key in metrics
     assert metrics["accuracy"] is None and metrics["evidence_recall_final"] == 1.0
     assert pd.isna(metrics["f1"]) is False
+
+
+def test_systems_refuse_questions_of_a_memory_that_is_not_built(memory, roles):
+    elsewhere = Question("other/q0", "other", "Who is Maya?", "a climber", "1", ["D1:1"])
+    with pytest.raises(ConfigError, match=r"no facts for memories \['other'\]"):
+        run_systems([QUESTION, elsewhere], [], memory, roles, tight(), ["mera"])

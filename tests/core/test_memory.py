@@ -105,6 +105,15 @@ def test_delete_turn_and_memory_make_them_unsearchable(index):
     assert index.memory_ids() == ["m1"]
 
 
+def test_memories_without_facts_are_named_before_any_search(index, tmp_path):
+    index.require_memories(["m1", "m2"])
+    with pytest.raises(ConfigError, match=r"has no facts for memories \['m3'\] \(2 memories"):
+        index.require_memories(["m1", "m3"])
+    empty = MemoryIndex(str(tmp_path / "nothing"), "facts", HashingEmbedder())
+    with pytest.raises(ConfigError, match=r"\['m1'\] \(0 memories built\)"):
+        empty.require_memories(["m1"])
+
+
 def test_hybrid_search_finds_lexical_matches(index):
     hits = index.search(["vizsla"], "m1", SearchSettings(k=1, hybrid=True))
     assert hits[0].turn_id == "D1:1"

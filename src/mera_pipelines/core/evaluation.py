@@ -164,6 +164,7 @@ def run_systems(
     unknown = sorted(set(systems) - set(SYSTEMS))
     if unknown:
         raise ConfigError(f"Unknown systems {unknown} in evaluation.systems; known: {SYSTEMS}")
+    memory.require_memories({q.memory_id for q in questions})
     notes: list[str] = []
     runs: dict[str, SystemRun] = {}
     flat_settings = LoopSettings(**{**asdict_shallow(settings), "use_graph": False})

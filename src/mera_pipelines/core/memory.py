@@ -328,6 +328,18 @@ class MemoryIndex:
             return []
         return sorted(set(self._scan(["memory_id"])["memory_id"].to_pylist()))
 
+    def require_memories(self, memory_ids: Iterable[str]) -> None:
+        """A clear error for memories with no facts in the table: their searches would find
+        nothing, and the recall would read as the planner's failure."""
+        built = set(self.memory_ids())
+        missing = sorted(set(memory_ids) - built)
+        if missing:
+            raise ConfigError(
+                f"The memory table '{self.table_name}' at {self.uri} has no facts for memories "
+                f"{missing[:10]}{' ...' if len(missing) > 10 else ''} ({len(built)} memories "
+                "built); build them from the same source first (kedro run --pipeline=memory)"
+            )
+
     def count(self, memory_id: str | None = None) -> int:
         if self._table is None:
             return 0
