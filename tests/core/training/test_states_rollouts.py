@@ -238,7 +238,7 @@ def warm_start(memory, monkeypatch, tmp_path):
     """The SFT node over ``memory`` with trl's trainer replaced: returns (call, trained), where
     ``call(records, params, collect_report={})`` runs the node on the records and ``trained``
     lists the (prompt, plan) examples of each call."""
-    from mera_pipelines.core.records import to_frame
+    from mera_pipelines.core.records import Question, to_frame
     from mera_pipelines.core.training.model_store import PlannerModel
     from mera_pipelines.core.training.states import PlannerStateRecord
     from mera_pipelines.pipelines.train_planner import nodes
@@ -259,8 +259,9 @@ def warm_start(memory, monkeypatch, tmp_path):
     def call(records, params, collect_report=None):
         states = to_frame(records, PlannerStateRecord)
         split = {"train_memory_ids": ["m"]}
+        questions = to_frame([QUESTION], Question)
         return nodes.warm_start_planner(
-            base, states, collect_report or {}, split, memory, params, LOOP_PARAMS
+            base, states, collect_report or {}, split, memory, questions, params, LOOP_PARAMS
         )
 
     return call, trained

@@ -12,6 +12,10 @@ counts once however many intents hit it (the search merges and deduplicates). Sm
 keep the output usable: too many entities, queries too short (in distinct content words) or too
 long, fewer distinct queries than ``min_intents`` (off by default), unparseable output (which
 includes output cut off by the token limit).
+
+With ``horizon: trajectory`` the same formula counts, as ``x``, the missing gold turns the
+output's search and the rest of the question's trajectory after it recover (the loop run on
+with the teacher's roles, ``core.training.continuation``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from mera_pipelines.core.roles.planner import INTENTS_SCHEMA, parse_intents
 from mera_pipelines.core.settings import settings_from_params
 from mera_pipelines.core.text import content_words, tokenize
 
+HORIZONS = ("round", "trajectory")
+
 
 @dataclass(frozen=True)
 class RewardSettings:
@@ -41,12 +47,20 @@ class RewardSettings:
     max_query_words: int = 30  # all words, repeats included
     penalty: float = 0.05
     unparseable: float = -0.2  # the whole reward of an output with no usable intent
+    # round: x counts what the plan's own search recovers; trajectory: what the whole rest of
+    # the question's trajectory recovers, the plan played at its state and the loop run on
+    # with the teacher's heuristic roles (core.training.continuation)
+    horizon: str = "round"
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None) -> RewardSettings:
         settings = settings_from_params(cls, params, "reward")
         if settings.penalty < 0 or settings.unparseable > 0:
             raise ConfigError("reward.penalty must be >= 0 and reward.unparseable <= 0")
+        if settings.horizon not in HORIZONS:
+            raise ConfigError(
+                f"reward.horizon must be one of {list(HORIZONS)}, got {settings.horizon!r}"
+            )
         if not 1 <= settings.min_intents <= settings.max_intents:
             raise ConfigError("reward.min_intents must be between 1 and reward.max_intents")
         return settings

@@ -13,6 +13,7 @@ from typing import Any
 from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.loop import LoopSettings, retrieve_round
 from mera_pipelines.core.memory import MemoryIndex
+from mera_pipelines.core.training.continuation import TrajectoryReplay
 from mera_pipelines.core.training.reward import (
     RewardSettings,
     gold_progress,
@@ -45,16 +46,27 @@ def score_completion(
     memory: MemoryIndex,
     loop: LoopSettings,
     reward: RewardSettings,
+    replay: TrajectoryReplay | None = None,
+    question_id: str = "",
 ) -> RolloutOutcome:
-    """Run the intents of ``text`` as the loop would at this state and score what they find."""
+    """Run the intents of ``text`` as the loop would at this state and score what they find:
+    their own search, or with ``reward.horizon: trajectory`` every turn the rest of the
+    question's trajectory shows (``replay`` plays it; ``question_id`` names the question)."""
     plan = parse_plan_output(text, reward)
     if plan.parse_failed:
         return RolloutOutcome(
             total_reward(plan, None, reward), 0.0, 0.0, 0, True, 0.0, cut_off=plan.cut_off
         )
-    queries = [intent.query_text() for intent in plan.intents]
-    candidates = retrieve_round(memory, queries, memory_id, loop, round_index, viewed_turn_ids)
-    retrieved = [c.turn_id for c in candidates]
+    if reward.horizon == "trajectory":
+        if replay is None:
+            raise ConfigError("reward.horizon trajectory needs the questions to replay")
+        shown = replay.viewed_by_the_end(question_id, round_index, plan.intents, viewed_turn_ids)
+        seen = set(viewed_turn_ids)
+        retrieved = [turn for turn in shown if turn not in seen]
+    else:
+        queries = [intent.query_text() for intent in plan.intents]
+        candidates = retrieve_round(memory, queries, memory_id, loop, round_index, viewed_turn_ids)
+        retrieved = [c.turn_id for c in candidates]
     progress = gold_progress(gold_turn_ids, viewed_turn_ids, retrieved)
     return RolloutOutcome(
         reward=total_reward(plan, progress, reward),
@@ -73,6 +85,7 @@ def score_at_state(
     memory: MemoryIndex,
     loop: LoopSettings,
     reward: RewardSettings,
+    replay: TrajectoryReplay | None = None,
 ) -> RolloutOutcome:
     """``score_completion`` at a collected state: its memory, gold and viewed turns, round."""
     return score_completion(
@@ -84,6 +97,8 @@ def score_at_state(
         memory,
         loop,
         reward,
+        replay,
+        record.question_id,
     )
 
 
@@ -109,6 +124,7 @@ def best_reward_targets(
     loop: LoopSettings,
     reward: RewardSettings,
     progress: Callable[[Sequence], Any] | None = None,
+    replay: TrajectoryReplay | None = None,
 ) -> tuple[list[str], TargetChoiceReport]:
     """Per state, the candidate plan (the teacher's first) that earns the highest reward there.
 
@@ -120,7 +136,7 @@ def best_reward_targets(
     report = TargetChoiceReport(states=len(records))
     pairs = list(zip(records, candidates, strict=True))
     for record, plans in progress(pairs) if progress else pairs:
-        outcomes = [score_at_state(record, text, memory, loop, reward) for text in plans]
+        outcomes = [score_at_state(record, text, memory, loop, reward, replay) for text in plans]
         best = max(range(len(plans)), key=lambda i: (outcomes[i].reward, -i))
         chosen.append(plans[best])
         report.variant_chosen += best > 0
@@ -148,10 +164,17 @@ class RetrievalReward:
 
     __name__ = "retrieval_reward"  # trl names the reward's logged metrics after this
 
-    def __init__(self, memory: MemoryIndex, loop: LoopSettings, reward: RewardSettings) -> None:
+    def __init__(
+        self,
+        memory: MemoryIndex,
+        loop: LoopSettings,
+        reward: RewardSettings,
+        replay: TrajectoryReplay | None = None,
+    ) -> None:
         self.memory = memory
         self.loop = loop
         self.reward = reward
+        self.replay = replay
         self.completions = 0
         self.parse_failures = 0
         self.cut_off = 0  # of the parse failures, completions cut off by the token limit
@@ -164,6 +187,7 @@ class RetrievalReward:
         gold_turn_ids: list[list[str]],
         viewed_turn_ids: list[list[str]],
         round_index: list[int],
+        question_id: list[str] | None = None,
         log_metric: Callable[[str, float], None] | None = None,
         **_: Any,
     ) -> list[float]:
@@ -177,6 +201,8 @@ class RetrievalReward:
                 self.memory,
                 self.loop,
                 self.reward,
+                self.replay,
+                question_id[i] if question_id else "",
             )
             for i, completion in enumerate(completions)
         ]
@@ -268,6 +294,7 @@ def filter_states(
     progress: Callable[[Sequence], Any] | None = None,
     prefer_teacher_short: bool = True,
     later_round_share: float | None = None,
+    replay: TrajectoryReplay | None = None,
 ) -> tuple[list[PlannerStateRecord], list[dict[str, Any]], FilterReport]:
     """Sample ``group_size`` outputs per state and keep the states that teach something: drop
     those where every rollout recovers nothing, or every one recovers all missing evidence.
@@ -296,7 +323,7 @@ def filter_states(
     short = {
         r.state_id
         for r in candidates
-        if score_at_state(r, r.teacher_output, memory, loop, reward).recovered_share < 1.0
+        if score_at_state(r, r.teacher_output, memory, loop, reward, replay).recovered_share < 1.0
     }
     report.teacher_short_states = len(short)
     if max_states is not None and len(candidates) > max_states:
@@ -314,7 +341,7 @@ def filter_states(
     for record in progress(candidates) if progress else candidates:
         outcomes = []
         for sample_index, text in enumerate(sampler(record, group_size)):
-            outcome = score_at_state(record, text, memory, loop, reward)
+            outcome = score_at_state(record, text, memory, loop, reward, replay)
             outcomes.append(outcome)
             rollout_rows.append(
                 {

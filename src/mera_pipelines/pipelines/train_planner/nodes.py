@@ -9,16 +9,19 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
+from mera_pipelines.core import evaluation
 from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.llm.smollm2 import DEFAULT_TARGET, ensure_smollm2
 from mera_pipelines.core.loop import LoopSettings
 from mera_pipelines.core.memory import MemoryIndex
+from mera_pipelines.core.records import Question, from_frame
 from mera_pipelines.core.roles.planner import (
     Planner,
     make_planner,
     plan_template,
     render_plan_prompt,
 )
+from mera_pipelines.core.training.continuation import TrajectoryReplay
 from mera_pipelines.core.training.model_store import (
     PlannerModel,
     PlannerModelStore,
@@ -64,6 +67,7 @@ def warm_start_planner(
     collect_report: dict[str, Any],
     split: dict[str, Any],
     memory: MemoryIndex,
+    questions: pd.DataFrame,
     params: dict[str, Any],
     loop_params: dict[str, Any],
 ) -> tuple[PlannerModel, dict[str, Any]]:
@@ -91,13 +95,15 @@ def warm_start_planner(
                 "training.sft.target_choice best_reward chooses among the teacher's and the "
                 "variants' plans: set training.sft.variant_targets"
             )
+        loop, reward, replay = _scoring(memory, questions, params, loop_params)
         best, choice = best_reward_targets(
             records,
             targets,
             memory,
-            LoopSettings.from_params(loop_params),
-            RewardSettings.from_params(params.get("reward")),
+            loop,
+            reward,
             progress=lambda items: tqdm(items, desc="score SFT targets"),
+            replay=replay,
         )
         targets = [[plan] for plan in best]
     examples = []
@@ -162,6 +168,7 @@ def filter_training_states(
     states: pd.DataFrame,
     sft_planners: PlannerModelStore,
     memory: MemoryIndex,
+    questions: pd.DataFrame,
     params: dict[str, Any],
     loop_params: dict[str, Any],
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any], dict[str, Any]]:
@@ -183,12 +190,13 @@ def filter_training_states(
         messages = render_plan_prompt(template, record.planner_state(), prompt["graph_chars"])
         return sampler.sample(messages, n)
 
+    loop, reward, replay = _scoring(memory, questions, params, loop_params)
     retained, rollouts, report = filter_states(
         _records(states),
         sample,
         memory,
-        LoopSettings.from_params(loop_params),
-        RewardSettings.from_params(params.get("reward")),
+        loop,
+        reward,
         group_size=int(filtering.get("group_size", grpo.num_generations))
         if filtering.get("enabled", True)
         else 0,
@@ -197,6 +205,7 @@ def filter_training_states(
         progress=lambda items: tqdm(items, desc="filter states (rollouts)"),
         prefer_teacher_short=bool(filtering.get("prefer_teacher_short", True)),
         later_round_share=_optional_float(filtering.get("later_round_share")),
+        replay=replay,
     )
     metrics = {
         f"filter.{key}": {"value": float(value), "step": 0}
@@ -216,6 +225,7 @@ def train_planner_grpo(
     retained_states: pd.DataFrame,
     sft_planners: PlannerModelStore,
     memory: MemoryIndex,
+    questions: pd.DataFrame,
     params: dict[str, Any],
     loop_params: dict[str, Any],
 ) -> tuple[PlannerModel, dict[str, Any], dict[str, Any]]:
@@ -230,14 +240,11 @@ def train_planner_grpo(
             "gold_turn_ids": r.gold_turn_ids,
             "viewed_turn_ids": r.viewed_turn_ids,
             "round_index": r.round_index,
+            "question_id": r.question_id,
         }
         for r in _records(retained_states)
     ]
-    reward = RetrievalReward(
-        memory,
-        LoopSettings.from_params(loop_params),
-        RewardSettings.from_params(params.get("reward")),
-    )
+    reward = RetrievalReward(memory, *_scoring(memory, questions, params, loop_params))
     folder, log = run_grpo(
         start.folder, rows, reward, settings, params.get("torch_threads"), mlflow_step_logger()
     )
@@ -277,6 +284,24 @@ def train_planner_grpo(
     return PlannerModel(folder, metadata), report, metrics
 
 
+def _scoring(
+    memory: MemoryIndex,
+    questions: pd.DataFrame,
+    params: dict[str, Any],
+    loop_params: dict[str, Any],
+) -> tuple[LoopSettings, RewardSettings, TrajectoryReplay | None]:
+    """What scoring a plan at a state needs: the evaluation loop, the reward settings, and
+    with ``training.reward.horizon: trajectory`` the replay of the training questions over
+    the heuristic roles the states were collected with."""
+    loop = LoopSettings.from_params(loop_params)
+    reward = RewardSettings.from_params(params.get("reward"))
+    if reward.horizon != "trajectory":
+        return loop, reward, None
+    roles = evaluation.build_roles({}, evaluation.RoleBackends(), {})
+    replay = TrajectoryReplay(from_frame(questions, Question), memory, roles, loop)
+    return loop, reward, replay
+
+
 def _grpo_start(sft_planners: PlannerModelStore, params: dict[str, Any]) -> PlannerModel:
     """``training.grpo_start``: the newest SFT planner by default, or a version of it, or any
     planner folder (a GRPO planner, to train it further). Filtering samples the same planner,
@@ -295,8 +320,6 @@ def _record_columns() -> list[str]:
 
 
 def _records(frame: pd.DataFrame) -> list[PlannerStateRecord]:
-    from mera_pipelines.core.records import from_frame
-
     return from_frame(frame, PlannerStateRecord)
 
 

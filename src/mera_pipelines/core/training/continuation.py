@@ -1,0 +1,99 @@
+"""The rest of a question's trajectory after a sampled plan: ``reward.horizon: trajectory``.
+
+A planner state's reward normally counts the evidence its plan's own search recovers. On the
+LoCoMo split that barely tells the rules' plans apart (20 of 1,350 states, docs/benchmarks.md,
+thirty-third session), while whole trajectories do: a plan's search changes what the verifier
+accepts, the graph, the next plans, and whether the loop stops. Here a plan is played at its
+state and the loop runs on to its end with the teacher's (heuristic) roles, so the reward can
+count the gold turns the whole remaining trajectory shows.
+
+The state is reached by replaying the question from round 1 with the same roles: the heuristic
+roles are deterministic, so the replay arrives at the state the teacher saved, which is checked
+(the turns viewed before the plan must be the saved ones) rather than assumed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from mera_pipelines.core.errors import ConfigError
+from mera_pipelines.core.graph import EvidenceGraph
+from mera_pipelines.core.loop import LoopSettings, Roles, run_mera
+from mera_pipelines.core.memory import MemoryIndex
+from mera_pipelines.core.records import Intent, Question
+from mera_pipelines.core.roles.planner import Planner, PlannerState, PlanResult
+
+
+class ReplayMismatch(ConfigError):
+    """A saved state the replay does not reach: other roles, loop settings or memory."""
+
+
+@dataclass
+class _PlanAtRound:
+    """The loop's planner: ``intents`` at ``round_index``, the teacher's plans elsewhere."""
+
+    teacher: Planner
+    round_index: int
+    intents: list[Intent]
+    name: str = "sampled plan, then the teacher"
+
+    def plan(self, state: PlannerState) -> PlanResult:
+        if state.round_index == self.round_index:
+            return PlanResult(intents=list(self.intents))
+        return self.teacher.plan(state)
+
+
+class TrajectoryReplay:
+    """Plays a plan at a saved state and the rest of the question with ``roles``.
+
+    ``loop`` is the evaluation loop: from the plan's round on, the loop stops as it would in
+    evaluation (a "sufficient" verdict, exhaustion, the round budget). Before it, the loop may
+    not stop, as the teacher's collection run did not (it saved a state at that round)."""
+
+    def __init__(
+        self,
+        questions: Sequence[Question],
+        memory: MemoryIndex,
+        roles: Roles,
+        loop: LoopSettings,
+    ) -> None:
+        self.questions = {q.question_id: q for q in questions}
+        self.memory = memory
+        self.roles = roles
+        self.loop = loop
+        self.replays = 0
+
+    def viewed_by_the_end(
+        self,
+        question_id: str,
+        round_index: int,
+        intents: list[Intent],
+        viewed_before: Sequence[str],
+    ) -> list[str]:
+        """Every turn the trajectory shows, with ``intents`` as the plan of ``round_index``."""
+        question = self.questions.get(question_id)
+        if question is None:
+            raise ReplayMismatch(
+                f"reward.horizon trajectory: question '{question_id}' of a training state is "
+                "not among the synthetic questions; collect the states again from them"
+            )
+        arrived: list[list[str]] = []
+
+        def check(_q: Question, state: PlannerState, _g: EvidenceGraph, viewed, _accepted):
+            if state.round_index == round_index:
+                arrived.append(list(viewed))
+
+        roles = replace(self.roles, planner=_PlanAtRound(self.roles.planner, round_index, intents))
+        loop = replace(self.loop, min_rounds=max(self.loop.min_rounds, round_index))
+        trajectory = run_mera(question, self.memory, roles, loop, system="replay", on_plan=check)
+        self.replays += 1
+        if not arrived or arrived[0] != list(viewed_before):
+            raise ReplayMismatch(
+                f"reward.horizon trajectory: the replay of question '{question_id}' does not "
+                f"reach its saved round-{round_index} state (turns viewed before the plan "
+                "differ). The replay uses the heuristic roles and the evaluation loop; states "
+                "collected by an LLM teacher, or with other loop or memory settings, cannot be "
+                "replayed: collect them again, or use reward.horizon round"
+            )
+        return list(trajectory.viewed_turn_ids)
