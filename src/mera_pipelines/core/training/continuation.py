@@ -1,11 +1,11 @@
 """The rest of a question's trajectory after a sampled plan: ``reward.horizon: trajectory``.
 
-A planner state's reward normally counts the evidence its plan's own search recovers. On the
-LoCoMo split that barely tells the rules' plans apart (20 of 1,350 states, docs/benchmarks.md,
-thirty-third session), while whole trajectories do: a plan's search changes what the verifier
-accepts, the graph, the next plans, and whether the loop stops. Here a plan is played at its
-state and the loop runs on to its end with the teacher's (heuristic) roles, so the reward can
-count the gold turns the whole remaining trajectory shows.
+A planner state's reward normally counts the evidence its plan's own search recovers. But a
+plan's search also changes what the verifier accepts, the graph, the next plans, and whether
+the loop stops. Here a plan is played at its state and the loop runs on to its end with the
+teacher's (heuristic) roles, so the reward can count the gold turns the whole remaining
+trajectory shows. (On the LoCoMo split, with 3 rounds, it tells the rules' plans apart on no
+more states than the round's own search: docs/training.md, "Reward horizon".)
 
 The state is reached by replaying the question from round 1 with the same roles: the heuristic
 roles are deterministic, so the replay arrives at the state the teacher saved, which is checked
