@@ -54,6 +54,7 @@ HORIZONS = ("round", "trajectory")
 def separation(shares: list[list[float]]) -> dict[str, Any]:
     """Per state the shares its plans recover, the teacher's first."""
     return {
+        "states": len(shares),
         "states_where_plans_differ": sum(len(set(s)) > 1 for s in shares),
         "states_where_a_variant_recovers_more": sum(max(s) > s[0] for s in shares),
         "mean_teacher_share": statistics.fmean(s[0] for s in shares) if shares else None,
@@ -92,10 +93,21 @@ def measure(
                 replay_seconds.append(time.perf_counter() - started)
             row.append(outcome.recovered_share)
         shares["trajectory"].append(row)
+    rounds = sorted({r.round_index for r in records})
     return {
         "states": len(records),
         "states_with_several_plans": several,
         **{h: separation(shares[h]) for h in HORIZONS},
+        # where the headroom is: the states of each round apart
+        "by_round": {
+            str(n): {
+                h: separation(
+                    [s for s, r in zip(shares[h], records, strict=True) if r.round_index == n]
+                )
+                for h in HORIZONS
+            }
+            for n in rounds
+        },
         "replays": replay.replays,
         "median_replay_seconds": statistics.median(replay_seconds) if replay_seconds else None,
     }

@@ -20,6 +20,7 @@ def reward_horizon():
 def test_separation_counts_states_the_shares_tell_apart(reward_horizon):
     shares = [[0.5, 0.5], [0.0, 1.0], [1.0, 0.0, 1.0], [0.25]]
     counts = reward_horizon.separation(shares)
+    assert counts["states"] == 4
     assert counts["states_where_plans_differ"] == 2
     assert counts["states_where_a_variant_recovers_more"] == 1  # the teacher's share is first
     assert counts["mean_teacher_share"] == pytest.approx((0.5 + 0.0 + 1.0 + 0.25) / 4)
@@ -39,3 +40,9 @@ def test_measure_scores_every_plan_by_both_horizons(reward_horizon, memory, role
     assert whole["mean_best_share"] >= by_round["mean_best_share"]
     assert whole["mean_teacher_share"] > by_round["mean_teacher_share"]  # round 1's second hop
     assert result["replays"] >= len(records) and result["median_replay_seconds"] > 0
+    by_round = result["by_round"]
+    assert sorted(by_round, key=int) == [str(r.round_index) for r in records]  # one state each
+    assert (
+        sum(part["round"]["states_where_plans_differ"] for part in by_round.values())
+        == (result["round"]["states_where_plans_differ"])
+    )
