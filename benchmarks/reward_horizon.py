@@ -34,7 +34,6 @@ from benchlib import dataset_version, machine, write_json
 from compare_planners import evaluation_params, heuristic_settings, load_questions, open_memory
 from tqdm.auto import tqdm
 
-from mera_pipelines.core import evaluation
 from mera_pipelines.core.loop import LoopSettings
 from mera_pipelines.core.records import Question, from_frame
 from mera_pipelines.core.roles.planner import make_planner
@@ -44,6 +43,7 @@ from mera_pipelines.core.training.rollouts import score_at_state
 from mera_pipelines.core.training.states import (
     PlannerStateRecord,
     collect_states,
+    collection_roles,
     make_teacher,
     sft_targets,
 )
@@ -70,8 +70,7 @@ def measure(
     loop: LoopSettings,
 ) -> dict[str, Any]:
     planners = [make_planner("heuristic", **settings) for settings in variants.values()]
-    roles = evaluation.build_roles({}, evaluation.RoleBackends(), {})
-    replay = TrajectoryReplay(questions, memory, roles, loop)
+    replay = TrajectoryReplay(questions, memory, collection_roles(), loop)
     rewards = {h: replace(RewardSettings(), horizon=h) for h in HORIZONS}
     shares: dict[str, list[list[float]]] = {h: [] for h in HORIZONS}
     replay_seconds: list[float] = []
@@ -146,8 +145,9 @@ def main() -> None:
         questions = load_questions(project, params)
         memory.require_memories({q.memory_id for q in questions})
         teacher_loop = replace(loop, min_rounds=args.collect_min_rounds)
-        roles = evaluation.build_roles({}, evaluation.RoleBackends(), {})
-        records, _ = collect_states(questions, memory, roles, teacher_loop, make_teacher(None, {}))
+        records, _ = collect_states(
+            questions, memory, collection_roles(), teacher_loop, make_teacher(None, {})
+        )
         source = {"real_questions": params["memories"], "categories": params["categories"]}
         source["collect_min_rounds"] = args.collect_min_rounds
     else:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mera_pipelines.core.errors import ConfigError, LLMCallError
+from mera_pipelines.core.evaluation import RoleBackends, build_roles
 from mera_pipelines.core.graph import EvidenceGraph
 from mera_pipelines.core.llm import LLMBackend
 from mera_pipelines.core.llm.concurrency import ItemFailure, map_bounded
@@ -135,6 +136,13 @@ class _RecordingTeacher:
         if result.parse_failed:
             self.errors.append(f"{self.records[-1].state_id}: {result.error}")
         return result
+
+
+def collection_roles() -> Roles:
+    """The roles of a collection run: heuristic seeder, verifier and answerer (the teacher
+    plans). A replay of a collected trajectory (``core.training.continuation``) must use the
+    same ones to arrive at the saved states."""
+    return build_roles({}, RoleBackends(), {})
 
 
 def make_teacher(backend: LLMBackend | None, prompt: dict[str, Any]) -> Planner:

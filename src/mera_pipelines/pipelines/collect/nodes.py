@@ -7,12 +7,16 @@ from typing import Any
 
 import pandas as pd
 
-from mera_pipelines.core import evaluation
 from mera_pipelines.core.llm import LLMBackend
 from mera_pipelines.core.loop import LoopSettings
 from mera_pipelines.core.memory import MemoryIndex
 from mera_pipelines.core.records import Question, from_frame
-from mera_pipelines.core.training.states import CollectSettings, collect_states, make_teacher
+from mera_pipelines.core.training.states import (
+    CollectSettings,
+    collect_states,
+    collection_roles,
+    make_teacher,
+)
 from mera_pipelines.core.training.trainers import planner_prompt_settings
 
 
@@ -26,7 +30,7 @@ def collect_planner_states(
     """States before every planner call of MERA runs planned by the teacher, whose plan for
     each state is the SFT target: the heuristic planner, or an LLM planner over the backend
     ``llm.teacher_planner`` when one is configured."""
-    roles = evaluation.build_roles({}, evaluation.RoleBackends(), {})
+    roles = collection_roles()
     collect = CollectSettings.from_params(params.get("collect"))
     settings = collect.teacher_loop(LoopSettings.from_params(loop_params))
     questions = from_frame(synthetic_questions, Question)

@@ -9,7 +9,6 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-from mera_pipelines.core import evaluation
 from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.llm.smollm2 import DEFAULT_TARGET, ensure_smollm2
 from mera_pipelines.core.loop import LoopSettings
@@ -34,7 +33,11 @@ from mera_pipelines.core.training.rollouts import (
     best_reward_targets,
     filter_states,
 )
-from mera_pipelines.core.training.states import PlannerStateRecord, sft_targets
+from mera_pipelines.core.training.states import (
+    PlannerStateRecord,
+    collection_roles,
+    sft_targets,
+)
 from mera_pipelines.core.training.trainers import (
     GRPOSettings,
     PlannerSampler,
@@ -297,8 +300,7 @@ def _scoring(
     reward = RewardSettings.from_params(params.get("reward"))
     if reward.horizon != "trajectory":
         return loop, reward, None
-    roles = evaluation.build_roles({}, evaluation.RoleBackends(), {})
-    replay = TrajectoryReplay(from_frame(questions, Question), memory, roles, loop)
+    replay = TrajectoryReplay(from_frame(questions, Question), memory, collection_roles(), loop)
     return loop, reward, replay
 
 
