@@ -227,6 +227,44 @@ def test_topic_style_names_the_speaker_and_only_a_few_of_the_statements_words():
     assert violin.answer.lower() in statement_words and violin.answer.lower() not in asked
 
 
+def test_common_topic_words_name_the_keywords_other_turns_use_most():
+    # Theo's spring and recital recur in other turns; violin (the answer) and sonata do not
+    others = [
+        ("D3:1", "Theo", "Theo bought new shoes for the spring recital season."),
+        ("D4:1", "Theo", "Theo watched a recital at the spring fair."),
+        ("D5:1", "Theo", "Theo said the spring weather was lovely."),
+    ]
+    statements = topic_statements() + [
+        Statement("m1", text, (tid,), speaker, TIME, "fact") for tid, speaker, text in others
+    ]
+    rare = HeuristicQuestionWriter(question_style="topic")
+    common = HeuristicQuestionWriter(question_style="topic", topic_words="common")
+
+    def violin_question(writer: HeuristicQuestionWriter) -> Draft:
+        drafts = writer.write(statements, ["single_hop"], 10, random.Random(0))
+        return next(d for d in drafts if d.turn_ids == ("D1:2",))
+
+    assert violin_question(rare).question == "What did Theo say about sonata and spring?"
+    # spring is in 4 turns, recital in 3: the most used first, the answer stays the same
+    assert violin_question(common).question == "What did Theo say about spring and recital?"
+    assert violin_question(common).answer == violin_question(rare).answer == "violin"
+
+
+def test_common_topic_words_ask_temporal_questions_with_two_words():
+    statements = statements_from_facts(facts())
+    writer = HeuristicQuestionWriter(question_style="topic", topic_words="common")
+    drafts = writer.write(statements, ["temporal"], 10, random.Random(0))
+    gym = next(d for d in drafts if d.turn_ids == ("D1:1",))
+    asked = content_words(gym.question.removeprefix("When did Maya mention "))
+    assert len(asked) == 2 and gym.answer == "February 2023"
+
+
+def test_settings_reject_unknown_topic_words():
+    with pytest.raises(ConfigError, match="topic_words"):
+        SynthesisSettings.from_params({"topic_words": "obscure"})
+    assert SynthesisSettings.from_params({"topic_words": "common"}).topic_words == "common"
+
+
 def test_topic_style_multi_hop_gathers_one_speakers_turns_about_a_word():
     writer = HeuristicQuestionWriter(question_style="topic")
     drafts = writer.write(topic_statements(), ["multi_hop"], 10, random.Random(0))
@@ -275,6 +313,28 @@ def test_the_synthesize_node_passes_the_question_style_to_the_heuristic_writer()
     )
     assert summary["questions"] == len(frame) > 0
     assert all(q.startswith(("What did ", "When did ")) for q in frame["question"])
+
+
+def test_the_synthesize_node_passes_topic_words_to_the_heuristic_writer(monkeypatch):
+    from mera_pipelines.core.records import to_frame
+    from mera_pipelines.pipelines.synthesize import nodes
+
+    made = {}
+
+    def spy(kind, backend=None, **options):
+        made.update(options)
+        return HeuristicQuestionWriter(**options)
+
+    monkeypatch.setattr(nodes, "make_question_writer", spy)
+    nodes.synthesize_training_questions(
+        to_frame(turns(), Turn),
+        to_frame(facts(), Fact),
+        [],
+        {"train_memory_ids": ["m1"]},
+        None,
+        {"question_style": "topic", "topic_words": "common"},
+    )
+    assert made["topic_words"] == "common"
 
 
 class CategoryEmbedder:

@@ -56,6 +56,7 @@ def synthesize_training_questions(
             "question_window": settings.question_window,
             "question_style": settings.question_style,
             "aggregate": settings.aggregate,
+            "topic_words": settings.topic_words,
             "min_category_similarity": settings.category_min_similarity,
             "embedder": memory.embedder if memory is not None else None,
         }
