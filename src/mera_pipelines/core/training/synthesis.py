@@ -19,6 +19,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import zip_longest
 from typing import Any, Protocol
 
@@ -430,13 +431,11 @@ class HeuristicQuestionWriter:
         }
         if self.question_style == "topic":
             asked = _commonest_first(statements) if self.topic_words == "common" else None
+            single_hop = partial(_topic_single_hop_item, asked=asked)
+            temporal = partial(self._topic_temporal_item, asked=asked)
             pools = {
-                "single_hop": lambda st: _drafts(
-                    st, "single_hop", lambda s: _topic_single_hop_item(s, asked)
-                ),
-                "temporal": lambda st: _drafts(
-                    st, "temporal", lambda s: self._topic_temporal_item(s, asked)
-                ),
+                "single_hop": lambda st: _drafts(st, "single_hop", single_hop),
+                "temporal": lambda st: _drafts(st, "temporal", temporal),
                 "multi_hop": self._topic_aggregate,
             }
             if self.aggregate == "category":
