@@ -276,6 +276,29 @@ def test_topic_style_multi_hop_gathers_one_speakers_turns_about_a_word():
     assert not any("violin" in d.question for d in drafts)
 
 
+def test_shared_aggregates_ask_about_a_word_the_other_speaker_uses_too():
+    # Theo mentions pottery once: Maya's two pottery turns meet his as a distractor
+    theo_pottery = Statement(
+        "m1", "Theo admired the pottery mugs at the market.", ("D3:1",), "Theo", TIME, "fact"
+    )
+    statements = topic_statements() + [theo_pottery]
+    keyword = HeuristicQuestionWriter(question_style="topic")
+    shared = HeuristicQuestionWriter(question_style="topic", aggregate="shared")
+
+    def pottery(writer: HeuristicQuestionWriter) -> list[Draft]:
+        drafts = writer.write(statements, ["multi_hop"], 10, random.Random(0))
+        return [d for d in drafts if "pottery" in d.question]
+
+    assert pottery(keyword) == []  # the keyword aggregate wants a word nobody else uses
+    (maya,) = pottery(shared)  # Theo's one turn is not a 2-3 turn aggregate of his own
+    assert maya.question == "What has Maya mentioned about pottery?"
+    assert maya.turn_ids == ("D1:1", "D2:1")
+    # without Theo's turn the shared aggregate asks nothing of pottery; keyword ones follow
+    alone = shared.write(topic_statements(), ["multi_hop"], 10, random.Random(0))
+    assert [d.question for d in alone] == ["What has Maya mentioned about pottery?"]
+    assert SynthesisSettings.from_params({"aggregate": "shared"}).aggregate == "shared"
+
+
 def test_topic_style_temporal_asks_when_with_the_resolved_date_as_answer():
     statements = statements_from_facts(facts())
     writer = HeuristicQuestionWriter(question_style="topic")

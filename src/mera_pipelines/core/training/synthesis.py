@@ -47,8 +47,10 @@ QUESTION_WRITER_PROMPT = "write_questions.txt"
 # the "topic" style's multi-hop questions. "keyword": one speaker's 2-3 turns that share a rare
 # word, asked about by that word. "category": first LoCoMo's list questions ("What pets does
 # Nate have?"), whose evidence turns name instances of a category rather than the category's
-# word, grouped by a sentence embedder; then keyword ones.
-AGGREGATES = ("keyword", "category")
+# word, grouped by a sentence embedder; then keyword ones. "shared": first one speaker's 2-3
+# turns about a word the other speaker also uses in 1-3 turns (LoCoMo's "What pets does Nate
+# have?" meets Joanna's turns about pets), so the search meets distractors; then keyword ones.
+AGGREGATES = ("keyword", "category", "shared")
 # which of a statement's keywords a topic-style single-hop or temporal question names. "rare":
 # its most distinctive ones, so the search finds the evidence turn at rank 1 almost always (the
 # teacher's first round recovers 96 % of such single-hop evidence on the LoCoMo split, 77 % of
@@ -442,6 +444,10 @@ class HeuristicQuestionWriter:
                 pools["multi_hop"] = lambda st: (
                     self._category_aggregate(st) + self._topic_aggregate(st)
                 )
+            if self.aggregate == "shared":
+                pools["multi_hop"] = lambda st: (
+                    self._topic_aggregate(st, shared=True) + self._topic_aggregate(st)
+                )
         shuffled = list(statements)
         rng.shuffle(shuffled)
         per_type = max(1, limit // len(types))
@@ -549,35 +555,28 @@ class HeuristicQuestionWriter:
             return None
         return f"When did {s.speaker} mention {' '.join(words)}?", resolved[1]
 
-    def _topic_aggregate(self, statements: list[Statement]) -> list[Draft]:
+    def _topic_aggregate(self, statements: list[Statement], shared: bool = False) -> list[Draft]:
         """LoCoMo's multi-hop questions gather one speaker's statements across sessions ("What
-        pets does Nate have?"): a keyword a speaker uses in 2-3 different turns, and nowhere
-        else in the memory, is asked about; all those turns are the evidence."""
+        pets does Nate have?"): a keyword a speaker uses in 2-3 different turns is asked about;
+        all those turns are the evidence. The word is used nowhere else in the memory, or, when
+        ``shared``, also in 1-3 of the other speakers' turns, which the search meets as
+        distractors (the question names whose turns it asks about)."""
         by_word: dict[tuple[str, str], list[Statement]] = defaultdict(list)
         for s in statements:
             for word in topic_keywords(s.text, s.speaker):
                 by_word[(s.memory_id, word.lower())].append(s)
         out = []
         for (_, word), group in by_word.items():
-            speakers = {s.speaker for s in group}
-            turn_ids = tuple(dict.fromkeys(t for s in group for t in s.turn_ids))
-            if len(speakers) != 1 or not 2 <= len(turn_ids) <= 3:
-                continue
-            speaker = group[0].speaker
-            # the answer: a keyword of the group that is not the asked word
-            answer = next(
-                (
-                    w
-                    for s in group[1:]
-                    for w in topic_keywords(s.text, speaker)
-                    if w.lower() != word and len(w) > 3
-                ),
-                None,
-            )
-            if answer is None:
-                continue
-            question = f"What has {speaker} mentioned about {word}?"
-            out.append(Draft(group[0].memory_id, question, answer, turn_ids, "multi_hop"))
+            for speaker in dict.fromkeys(s.speaker for s in group):
+                own = [s for s in group if s.speaker == speaker]
+                turn_ids = tuple(dict.fromkeys(t for s in own for t in s.turn_ids))
+                elsewhere = {t for s in group if s.speaker != speaker for t in s.turn_ids}
+                wanted = 1 <= len(elsewhere - set(turn_ids)) <= 3 if shared else not elsewhere
+                if not wanted or not 2 <= len(turn_ids) <= 3:
+                    continue
+                draft = _aggregate_draft(own, word, speaker, turn_ids)
+                if draft is not None:
+                    out.append(draft)
         return out
 
     def _category_aggregate(self, statements: list[Statement]) -> list[Draft]:
@@ -632,6 +631,26 @@ class HeuristicQuestionWriter:
             if words:
                 found.append(words[int((self.embedder.embed(words) @ target).argmax())])
         return ", ".join(dict.fromkeys(found))
+
+
+def _aggregate_draft(
+    group: list[Statement], word: str, speaker: str, turn_ids: tuple[str, ...]
+) -> Draft | None:
+    """The aggregate question ("What has Maya mentioned about pottery?"); its answer is a
+    keyword of the group's later statements that is not the asked word."""
+    answer = next(
+        (
+            w
+            for s in group[1:]
+            for w in topic_keywords(s.text, speaker)
+            if w.lower() != word and len(w) > 3
+        ),
+        None,
+    )
+    if answer is None:
+        return None
+    question = f"What has {speaker} mentioned about {word}?"
+    return Draft(group[0].memory_id, question, answer, turn_ids, "multi_hop")
 
 
 def _names_speaker(s: Statement) -> bool:
