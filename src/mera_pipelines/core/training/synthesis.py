@@ -445,9 +445,7 @@ class HeuristicQuestionWriter:
                     self._category_aggregate(st) + self._topic_aggregate(st)
                 )
             if self.aggregate == "shared":
-                pools["multi_hop"] = lambda st: (
-                    self._topic_aggregate(st, shared=True) + self._topic_aggregate(st)
-                )
+                pools["multi_hop"] = partial(self._topic_aggregate, shared=True)
         shuffled = list(statements)
         rng.shuffle(shuffled)
         per_type = max(1, limit // len(types))
@@ -558,26 +556,32 @@ class HeuristicQuestionWriter:
     def _topic_aggregate(self, statements: list[Statement], shared: bool = False) -> list[Draft]:
         """LoCoMo's multi-hop questions gather one speaker's statements across sessions ("What
         pets does Nate have?"): a keyword a speaker uses in 2-3 different turns is asked about;
-        all those turns are the evidence. The word is used nowhere else in the memory, or, when
-        ``shared``, also in 1-3 of the other speakers' turns, which the search meets as
-        distractors (the question names whose turns it asks about)."""
+        all those turns are the evidence. The word is used nowhere else in the memory; when
+        ``shared``, questions about words that 1-3 of the other speakers' turns use too (which
+        the search meets as distractors; the question names whose turns it asks about) come
+        first, then those."""
         by_word: dict[tuple[str, str], list[Statement]] = defaultdict(list)
         for s in statements:
             for word in topic_keywords(s.text, s.speaker):
                 by_word[(s.memory_id, word.lower())].append(s)
-        out = []
+        alone, with_others = [], []
         for (_, word), group in by_word.items():
             for speaker in dict.fromkeys(s.speaker for s in group):
                 own = [s for s in group if s.speaker == speaker]
                 turn_ids = tuple(dict.fromkeys(t for s in own for t in s.turn_ids))
                 elsewhere = {t for s in group if s.speaker != speaker for t in s.turn_ids}
-                wanted = 1 <= len(elsewhere - set(turn_ids)) <= 3 if shared else not elsewhere
-                if not wanted or not 2 <= len(turn_ids) <= 3:
+                if not 2 <= len(turn_ids) <= 3:
+                    continue
+                if not elsewhere:
+                    target = alone
+                elif shared and 1 <= len(elsewhere - set(turn_ids)) <= 3:
+                    target = with_others
+                else:
                     continue
                 draft = _aggregate_draft(own, word, speaker, turn_ids)
                 if draft is not None:
-                    out.append(draft)
-        return out
+                    target.append(draft)
+        return with_others + alone if shared else alone
 
     def _category_aggregate(self, statements: list[Statement]) -> list[Draft]:
         """LoCoMo's list questions ("What books has Melanie read?"): per speaker and category,
