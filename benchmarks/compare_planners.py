@@ -25,6 +25,7 @@ run resumes where it stopped and two planners can run in two processes (one core
     # planner); every paired difference also counts the questions a planner is higher and lower
     # planners scored in an earlier comparison of the same memory and loop:
     #   --summarise-only --results-from <its --out> (joined on the questions all planners have)
+    # --complement NAME: that trained planner's intents are followed by the heuristic's
 """
 
 from __future__ import annotations
@@ -107,7 +108,11 @@ def heuristic_settings(spec: str) -> dict[str, Any]:
     return settings
 
 
-def build_roles(folder: str | None, questions: list[Question], threads: int):
+def build_roles(
+    folder: str | None, questions: list[Question], threads: int, complement: bool = False
+):
+    if complement and (folder is None or folder.startswith(HEURISTIC_VARIANT)):
+        raise SystemExit("--complement names a planner that is not a trained model folder")
     kinds = {"seeder": "heuristic", "planner": "heuristic", "verifier": "heuristic"}
     role_params: dict[str, dict[str, Any]] = {}
     backends = evaluation.RoleBackends()
@@ -119,6 +124,8 @@ def build_roles(folder: str | None, questions: list[Question], threads: int):
         backends.planner = evaluation.use_trained_planner(
             model, {"torch_threads": threads, "max_new_tokens": 96}, kinds, role_params
         )
+        if complement:  # as if trained with training.prompt.complement
+            role_params["planner"]["complement"] = True
     return evaluation.build_roles(kinds, backends, role_params)
 
 
@@ -150,12 +157,13 @@ def run_planner(
     settings: LoopSettings,
     out: Path,
     threads: int,
+    complement: bool = False,
 ) -> None:
     path = out.with_suffix(f".{name}.jsonl")
     finished = done_ids(path)
     todo = [q for q in questions if q.question_id not in finished]
     print(f"[{name}] {len(finished)} done, {len(todo)} to go", flush=True)
-    roles = build_roles(folder, questions, threads)
+    roles = build_roles(folder, questions, threads, complement)
     with path.open("a") as sink:
         for number, question in enumerate(todo, 1):
             started = time.perf_counter()
@@ -440,6 +448,13 @@ def main() -> None:
         help="NAME=a+b: also summarise the better of planners a and b per question (an upper "
         "bound of choosing between them, not a planner)",
     )
+    parser.add_argument(
+        "--complement",
+        action="append",
+        default=[],
+        help="NAME: that trained planner searches with the heuristic's intents after its own, "
+        "as one trained with training.prompt.complement does",
+    )
     parser.add_argument("--summarise-only", action="store_true")
     parser.add_argument(
         "--results-from",
@@ -467,6 +482,9 @@ def main() -> None:
         raise SystemExit(
             f"--reference {args.reference!r} is not a --planner, --average or --best-of name"
         )
+    unknown = sorted(set(args.complement) - set(planner_names))
+    if unknown:
+        raise SystemExit(f"--complement {unknown}: not a --planner name")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if not args.summarise_only:
@@ -475,7 +493,8 @@ def main() -> None:
         memory.require_memories({q.memory_id for q in questions})
         shard = shard_of(questions, args.shard)
         for name, folder in planners:
-            run_planner(name, folder, shard, memory, settings, out, args.threads)
+            complement = name in args.complement
+            run_planner(name, folder, shard, memory, settings, out, args.threads, complement)
     result = {
         "benchmark": "compare_planners",
         "machine": machine(),

@@ -184,6 +184,17 @@ def test_a_heuristic_variant_takes_its_settings_from_the_spec(compare):
         compare.heuristic_settings("topic_labels")
 
 
+def test_complement_makes_a_trained_planner_search_with_the_heuristics_intents_too(
+    tmp_path, compare
+):
+    (tmp_path / "config.json").write_text("{}")  # the weights load lazily, on the first call
+    plain = compare.build_roles(str(tmp_path), [], threads=1)
+    complemented = compare.build_roles(str(tmp_path), [], threads=1, complement=True)
+    assert plain.planner.complement is False and complemented.planner.complement is True
+    with pytest.raises(SystemExit, match="not a trained model folder"):
+        compare.build_roles("heuristic:topic_labels=false", [], threads=1, complement=True)
+
+
 def test_recall_by_category_covers_only_the_compared_questions(tmp_path, compare):
     out = tmp_path / "compare.json"
     _write(out, "heuristic", {"q1": (0.5, 0.5), "q2": (0.0, 1.0), "q3": (1.0, 1.0)})

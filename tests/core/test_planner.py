@@ -7,6 +7,7 @@ from mera_pipelines.core.roles.planner import (
     HeuristicPlanner,
     LLMPlanner,
     PlannerState,
+    complement_intents,
     intents_to_json,
     is_repeat,
     parse_intents,
@@ -112,6 +113,41 @@ def test_llm_planner_with_draft_sends_the_draft_prompt(stub_server):
     LLMPlanner(backend, draft=True).plan(state())
     prompt = stub_server.chat_requests[0].messages[-1]["content"]
     assert intents_to_json(HeuristicPlanner().plan(state()).intents) in prompt
+
+
+def test_a_complementing_planner_searches_its_intents_then_the_heuristics(stub_server):
+    reply = {"intents": [{"desired_fact": "dog breed of the gym friend", "entities": ["Maya"]}]}
+    stub_server.enqueue(Reply(json.dumps(reply)), Reply(json.dumps(reply)))
+    backend = OpenAIBackend("planner-model", base_url=stub_server.base_url, api_key="k")
+    heuristic = [i.query_text() for i in HeuristicPlanner().plan(state()).intents]
+
+    plain = LLMPlanner(backend).plan(state()).intents
+    complemented = LLMPlanner(backend, complement=True).plan(state()).intents
+
+    assert [i.query_text() for i in plain] == ["dog breed of the gym friend Maya"]
+    assert [i.query_text() for i in complemented] == [
+        "dog breed of the gym friend Maya",
+        *heuristic,
+    ]
+    # the same prompt: complementing changes what is searched, not what the model sees
+    assert stub_server.chat_requests[0].messages == stub_server.chat_requests[1].messages
+
+
+def test_complement_intents_drop_repeats_and_keep_the_models_first():
+    heuristic = HeuristicPlanner().plan(state()).intents
+    copy = json.loads(intents_to_json(heuristic[:1]))["intents"][0]  # the heuristic's own first
+    own = parse_intents({"intents": [copy, {"desired_fact": "Maya dog"}]})
+
+    merged = complement_intents(own, heuristic, history=[], limit=3)
+
+    # the model's copy of the heuristic's first intent stands for it (same words), and the cap
+    # leaves room for one of the heuristic's intents after the model's two
+    assert [i.query_text() for i in merged] == [
+        own[0].query_text(),
+        "Maya dog",
+        heuristic[1].query_text(),
+    ]
+    assert complement_intents(own, heuristic, history=["Maya dog"], limit=3)[1] == heuristic[1]
 
 
 def test_unparseable_llm_plan_is_counted_and_the_heuristic_steps_in(stub_server):

@@ -142,8 +142,9 @@ def use_trained_planner(
     prompt = model.prompt_settings
     planner_params = role_params.setdefault("planner", {})
     planner_params.setdefault("graph_chars", prompt.get("graph_chars"))
-    if prompt.get("draft"):  # planners trained before the option have no such key
-        planner_params.setdefault("draft", True)
+    for option in ("draft", "complement"):  # planners trained before them have no such key
+        if prompt.get(option):
+            planner_params.setdefault(option, True)
     if prompt.get("max_tokens"):
         planner_params.setdefault("max_tokens", int(prompt["max_tokens"]))
     return backend

@@ -8,10 +8,11 @@ import pytest
 
 from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.loop import LoopSettings
-from mera_pipelines.core.roles.planner import HeuristicPlanner, parse_intents
+from mera_pipelines.core.roles.planner import HeuristicPlanner, intents_to_json, parse_intents
 from mera_pipelines.core.training.reward import RewardSettings
 from mera_pipelines.core.training.rollouts import (
     RetrievalReward,
+    complement_column,
     filter_states,
     score_completion,
 )
@@ -68,6 +69,41 @@ def test_score_completion_runs_the_loops_retrieval(memory):
     assert "D1:1" not in again.retrieved_turn_ids and again.reward == 0.0
     broken = score_completion("no json here", "m", ["D1:1"], [], 1, memory, LOOP, REWARD)
     assert broken.parse_failed and broken.reward == REWARD.unparseable
+
+
+def test_a_complementing_plan_is_scored_with_the_heuristics_intents_after_its_own(memory):
+    two_turns = LoopSettings(**{**LOOP_PARAMS, "turns_first_round": 2})
+    gym = parse_intents({"desired_fact": "Maya met Jonas at the climbing gym"})
+    pasta = plan("Theo cooked pasta dinner")
+
+    alone = score_completion(pasta, "m", ["D1:1"], [], 1, memory, two_turns, REWARD)
+    complemented = score_completion(
+        pasta, "m", ["D1:1"], [], 1, memory, two_turns, REWARD, complement=gym
+    )
+
+    assert "D1:1" not in alone.retrieved_turn_ids and alone.reward == 0.0
+    # the two queries' rankings merge into the round's two turns: one from each
+    assert set(complemented.retrieved_turn_ids) == {"D1:1", "D3:1"}
+    assert complemented.reward == pytest.approx(1.0)
+    # an unparseable output stays unparseable: the heuristic's intents do not rescue it
+    broken = score_completion("junk", "m", ["D1:1"], [], 1, memory, two_turns, REWARD, "", "", gym)
+    assert broken.parse_failed and broken.reward == REWARD.unparseable
+
+    # the GRPO reward reads the heuristic's plan for each row from the complement_plan column
+    reward = RetrievalReward(memory, two_turns, REWARD)
+    completion = [[{"role": "assistant", "content": pasta}]]
+    columns = dict(memory_id=["m"], gold_turn_ids=[["D1:1"]], viewed_turn_ids=[[]])
+    assert reward([[]], completion, **columns, round_index=[1]) == [0.0]
+    assert reward(
+        [[]], completion, **columns, round_index=[1], complement_plan=[intents_to_json(gym)]
+    ) == [pytest.approx(1.0)]
+
+
+def test_complement_column_holds_the_heuristic_plan_at_the_state(memory, roles):
+    records, _ = collect_states([QUESTION], memory, roles, LOOP, HeuristicPlanner())
+    for record in records:
+        expected = HeuristicPlanner().plan(record.planner_state()).intents
+        assert parse_intents(json.loads(complement_column(record))) == expected
 
 
 def test_reward_function_takes_trl_columns_and_logs_metrics(memory):

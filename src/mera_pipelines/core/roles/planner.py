@@ -91,6 +91,16 @@ def is_repeat(query: str, history: list[str]) -> bool:
     return not key or any(normalise_query(old) == key for old in history)
 
 
+def complement_intents(
+    intents: list[Intent], heuristic: list[Intent], history: list[str], limit: int
+) -> list[Intent]:
+    """A learned plan's intents, then the heuristic planner's for the same state, repeats
+    dropped and cut to ``limit``: the plan a complementing planner searches with (and the one
+    the GRPO reward scores when training one), so the learned queries add to the rules'
+    instead of replacing them."""
+    return dedupe_intents([*intents, *heuristic], history, limit)
+
+
 def dedupe_intents(intents: list[Intent], history: list[str], limit: int) -> list[Intent]:
     kept: list[Intent] = []
     seen = list(history)
@@ -168,6 +178,7 @@ class LLMPlanner:
         max_entities: int = 6,
         graph_chars: int | None = None,
         draft: bool = False,
+        complement: bool = False,
     ) -> None:
         self.backend = backend
         # a trained planner sees the graph cut as in training (its metadata records the length)
@@ -177,6 +188,8 @@ class LLMPlanner:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.max_entities = max_entities
+        # true: the heuristic's intents for the state follow the model's (``complement_intents``)
+        self.complement = complement
         self.fallback = HeuristicPlanner()
         self.name = f"llm:{getattr(backend, 'model_name', 'model')}"
 
@@ -199,6 +212,9 @@ class LLMPlanner:
             return fallback
         intents = parse_intents(completion.parsed, self.max_entities)
         intents = dedupe_intents(intents, state.query_history, state.max_intents)
+        if intents and self.complement:
+            heuristic = self.fallback.plan(state).intents
+            intents = complement_intents(intents, heuristic, state.query_history, state.max_intents)
         result = PlanResult(
             intents,
             raw_output=completion.text,

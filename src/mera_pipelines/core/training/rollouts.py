@@ -3,6 +3,7 @@ filtering (keep states where the planner's samples disagree about what they reco
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import random
@@ -13,6 +14,13 @@ from typing import Any
 from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.loop import LoopSettings, retrieve_round
 from mera_pipelines.core.memory import MemoryIndex
+from mera_pipelines.core.records import Intent
+from mera_pipelines.core.roles.planner import (
+    HeuristicPlanner,
+    complement_intents,
+    intents_to_json,
+    parse_intents,
+)
 from mera_pipelines.core.training.continuation import TrajectoryReplay
 from mera_pipelines.core.training.reward import (
     RewardSettings,
@@ -48,23 +56,29 @@ def score_completion(
     reward: RewardSettings,
     replay: TrajectoryReplay | None = None,
     question_id: str = "",
+    complement: Sequence[Intent] = (),
 ) -> RolloutOutcome:
     """Run the intents of ``text`` as the loop would at this state and score what they find:
     their own search, or with ``reward.horizon: trajectory`` every turn the rest of the
-    question's trajectory shows (``replay`` plays it; ``question_id`` names the question)."""
+    question's trajectory shows (``replay`` plays it; ``question_id`` names the question).
+    ``complement``: the heuristic's intents for the state, searched after the output's, as a
+    complementing planner deploys them (``training.prompt.complement``)."""
     plan = parse_plan_output(text, reward)
     if plan.parse_failed:
         return RolloutOutcome(
             total_reward(plan, None, reward), 0.0, 0.0, 0, True, 0.0, cut_off=plan.cut_off
         )
+    intents = plan.intents
+    if complement:
+        intents = complement_intents(intents, list(complement), [], loop.max_intents)
     if reward.horizon == "trajectory":
         if replay is None:
             raise ConfigError("reward.horizon trajectory needs the questions to replay")
-        shown = replay.viewed_by_the_end(question_id, round_index, plan.intents, viewed_turn_ids)
+        shown = replay.viewed_by_the_end(question_id, round_index, intents, viewed_turn_ids)
         seen = set(viewed_turn_ids)
         retrieved = [turn for turn in shown if turn not in seen]
     else:
-        queries = [intent.query_text() for intent in plan.intents]
+        queries = [intent.query_text() for intent in intents]
         candidates = retrieve_round(memory, queries, memory_id, loop, round_index, viewed_turn_ids)
         retrieved = [c.turn_id for c in candidates]
     progress = gold_progress(gold_turn_ids, viewed_turn_ids, retrieved)
@@ -86,8 +100,10 @@ def score_at_state(
     loop: LoopSettings,
     reward: RewardSettings,
     replay: TrajectoryReplay | None = None,
+    complement: bool = False,
 ) -> RolloutOutcome:
-    """``score_completion`` at a collected state: its memory, gold and viewed turns, round."""
+    """``score_completion`` at a collected state: its memory, gold and viewed turns, round
+    (and with ``complement`` the heuristic's intents there after the output's)."""
     return score_completion(
         text,
         record.memory_id,
@@ -99,7 +115,18 @@ def score_at_state(
         reward,
         replay,
         record.question_id,
+        heuristic_intents(record) if complement else (),
     )
+
+
+def heuristic_intents(record: PlannerStateRecord) -> list[Intent]:
+    """The heuristic planner's intents at a collected state: what a complementing planner adds."""
+    return HeuristicPlanner().plan(record.planner_state()).intents
+
+
+def complement_column(record: PlannerStateRecord) -> str:
+    """``heuristic_intents`` as the reply JSON: the GRPO dataset column the reward reads."""
+    return intents_to_json(heuristic_intents(record))
 
 
 @dataclass
@@ -188,9 +215,14 @@ class RetrievalReward:
         viewed_turn_ids: list[list[str]],
         round_index: list[int],
         question_id: list[str] | None = None,
+        complement_plan: list[str] | None = None,
         log_metric: Callable[[str, float], None] | None = None,
         **_: Any,
     ) -> list[float]:
+        # a complementing planner's rows carry the heuristic's plan for their state
+        complements = [
+            parse_intents(json.loads(plan)) if plan else [] for plan in complement_plan or []
+        ]
         outcomes = [
             score_completion(
                 completion_text(completion),
@@ -203,6 +235,7 @@ class RetrievalReward:
                 self.reward,
                 self.replay,
                 question_id[i] if question_id else "",
+                complements[i] if complements else (),
             )
             for i, completion in enumerate(completions)
         ]
@@ -295,6 +328,7 @@ def filter_states(
     prefer_teacher_short: bool = True,
     later_round_share: float | None = None,
     replay: TrajectoryReplay | None = None,
+    complement: bool = False,
 ) -> tuple[list[PlannerStateRecord], list[dict[str, Any]], FilterReport]:
     """Sample ``group_size`` outputs per state and keep the states that teach something: drop
     those where every rollout recovers nothing, or every one recovers all missing evidence.
@@ -307,7 +341,8 @@ def filter_states(
     and dropped after costing their rollouts. ``later_round_share`` reserves that share of the
     ``max_states`` places for states after round 1 (fewer if there are fewer): most collected
     states are round-1 states, while the rounds after it are where a planner adds to what the
-    first search found."""
+    first search found. ``complement``: score each rollout as a complementing planner
+    deploys it, the heuristic's intents for the state after the rollout's."""
     if later_round_share is not None and not 0.0 <= later_round_share <= 1.0:
         raise ConfigError(
             f"training.filtering.later_round_share must be in [0, 1], got {later_round_share}"
@@ -341,7 +376,7 @@ def filter_states(
     for record in progress(candidates) if progress else candidates:
         outcomes = []
         for sample_index, text in enumerate(sampler(record, group_size)):
-            outcome = score_at_state(record, text, memory, loop, reward, replay)
+            outcome = score_at_state(record, text, memory, loop, reward, replay, complement)
             outcomes.append(outcome)
             rollout_rows.append(
                 {

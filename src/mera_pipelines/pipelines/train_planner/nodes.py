@@ -31,6 +31,7 @@ from mera_pipelines.core.training.reward import RewardSettings, plan_is_clean
 from mera_pipelines.core.training.rollouts import (
     RetrievalReward,
     best_reward_targets,
+    complement_column,
     filter_states,
 )
 from mera_pipelines.core.training.states import (
@@ -209,6 +210,7 @@ def filter_training_states(
         prefer_teacher_short=bool(filtering.get("prefer_teacher_short", True)),
         later_round_share=_optional_float(filtering.get("later_round_share")),
         replay=replay,
+        complement=prompt["complement"],
     )
     metrics = {
         f"filter.{key}": {"value": float(value), "step": 0}
@@ -244,6 +246,8 @@ def train_planner_grpo(
             "viewed_turn_ids": r.viewed_turn_ids,
             "round_index": r.round_index,
             "question_id": r.question_id,
+            # a complementing planner is scored with the heuristic's intents after its own
+            "complement_plan": complement_column(r) if prompt["complement"] else "",
         }
         for r in _records(retained_states)
     ]
