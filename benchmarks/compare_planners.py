@@ -26,6 +26,7 @@ run resumes where it stopped and two planners can run in two processes (one core
     # planners scored in an earlier comparison of the same memory and loop:
     #   --summarise-only --results-from <its --out> (joined on the questions all planners have)
     # --complement NAME: that trained planner's intents are followed by the heuristic's
+    # --loop min_rounds=2: other loop settings for every planner (recorded in the result's "loop")
 """
 
 from __future__ import annotations
@@ -99,13 +100,31 @@ def parse_planner(spec: str, summarise_only: bool = False) -> tuple[str, str | N
 
 def heuristic_settings(spec: str) -> dict[str, Any]:
     """``key=value,...`` after ``heuristic:`` as HeuristicPlanner settings (YAML values)."""
+    return key_values(spec, f"--planner ...=heuristic:{spec}")
+
+
+def key_values(spec: str, flag: str) -> dict[str, Any]:
+    """``key=value,...`` as a mapping of YAML values; ``flag`` names the option in errors."""
     settings = {}
     for item in spec.split(","):
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise SystemExit(f"--planner ...=heuristic:{spec}: use key=value,...")
+            raise SystemExit(f"{flag}: use key=value,...")
         settings[key.strip()] = yaml.safe_load(value)
     return settings
+
+
+def override_loop(params: dict[str, Any], spec: str | None) -> None:
+    """``--loop key=value,...``: loop settings other than conf/base's for every planner
+    (e.g. ``min_rounds=2``); checked against LoopSettings before any planner runs."""
+    if not spec:
+        return
+    loop = {**params["loop"], **key_values(spec, f"--loop {spec}")}
+    try:
+        LoopSettings.from_params(loop)
+    except TypeError as exc:
+        raise SystemExit(f"--loop {spec}: {exc}") from exc
+    params["loop"] = loop
 
 
 def build_roles(
@@ -455,6 +474,12 @@ def main() -> None:
         help="NAME: that trained planner searches with the heuristic's intents after its own, "
         "as one trained with training.prompt.complement does",
     )
+    parser.add_argument(
+        "--loop",
+        default=None,
+        help="key=value,...: loop settings other than conf/base's, for every planner (results "
+        "of other loop settings must not be joined with --results-from)",
+    )
     parser.add_argument("--summarise-only", action="store_true")
     parser.add_argument(
         "--results-from",
@@ -472,6 +497,7 @@ def main() -> None:
 
     project = Path(args.project)
     params = evaluation_params(args.memories, args.categories, args.max_questions)
+    override_loop(params, args.loop)
     questions = load_questions(project, params)
     planners = [parse_planner(spec, args.summarise_only) for spec in args.planner]
     planner_names = [name for name, _ in planners]

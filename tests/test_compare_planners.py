@@ -195,6 +195,17 @@ def test_complement_makes_a_trained_planner_search_with_the_heuristics_intents_t
         compare.build_roles("heuristic:topic_labels=false", [], threads=1, complement=True)
 
 
+def test_loop_overrides_replace_conf_base_settings_and_unknown_keys_are_named(compare):
+    params = compare.evaluation_params("conv-42", None, None)
+    base_rounds = params["loop"]["max_rounds"]
+    compare.override_loop(params, "min_rounds=2")
+    assert params["loop"]["min_rounds"] == 2 and params["loop"]["max_rounds"] == base_rounds
+    with pytest.raises(SystemExit, match="--loop min_round=2: .*min_round"):
+        compare.override_loop(params, "min_round=2")
+    with pytest.raises(SystemExit, match="--loop min_rounds: use key=value"):
+        compare.override_loop(params, "min_rounds")
+
+
 def test_recall_by_category_covers_only_the_compared_questions(tmp_path, compare):
     out = tmp_path / "compare.json"
     _write(out, "heuristic", {"q1": (0.5, 0.5), "q2": (0.0, 1.0), "q3": (1.0, 1.0)})
