@@ -71,7 +71,10 @@ def test_sft_needs_examples(tiny_model):
         run_sft(tiny_model, [], SFTSettings())
 
 
-def test_grpo_scores_completions_against_the_memory(tiny_model, memory):
+# micro-batches of 1: each step's group of 2 is generated and scored at once, then applied
+# as one update over two accumulated passes, so steps and scored completions are the same
+@pytest.mark.parametrize("micro_batch_size", [None, 1])
+def test_grpo_scores_completions_against_the_memory(tiny_model, memory, micro_batch_size):
     reward = RetrievalReward(
         memory, LoopSettings(turns_first_round=2, turns_per_round=2), RewardSettings()
     )
@@ -89,7 +92,9 @@ def test_grpo_scores_completions_against_the_memory(tiny_model, memory):
         tiny_model,
         rows,
         reward,
-        GRPOSettings(steps=2, num_generations=2, max_completion_length=8),
+        GRPOSettings(
+            steps=2, num_generations=2, max_completion_length=8, micro_batch_size=micro_batch_size
+        ),
         threads=1,
         log_metrics=lambda values, step: metrics.append(values),
     )
@@ -120,3 +125,29 @@ def test_activation_recomputation_is_a_setting_off_by_default(tmp_path):
         on = GRPOConfig(**_grpo_arguments(GRPOSettings(gradient_checkpointing=True), tmp_path))
     assert sft.gradient_checkpointing is False and grpo.gradient_checkpointing is False
     assert on.gradient_checkpointing is True
+
+
+def test_grpo_micro_batches_accumulate_one_generation_per_step(tmp_path):
+    from trl import GRPOConfig
+
+    from mera_pipelines.core.training.trainers import _grpo_arguments
+
+    settings = GRPOSettings.from_params(
+        {"num_generations": 16, "prompts_per_step": 1, "micro_batch_size": 4}
+    )
+    config = GRPOConfig(**_grpo_arguments(settings, tmp_path))
+    assert config.per_device_train_batch_size == 4
+    assert config.gradient_accumulation_steps == 4
+    assert config.steps_per_generation == 4 and config.generation_batch_size == 16
+    whole = GRPOConfig(**_grpo_arguments(GRPOSettings(num_generations=8), tmp_path))
+    assert whole.per_device_train_batch_size == 8 and whole.gradient_accumulation_steps == 1
+
+
+@pytest.mark.parametrize("micro_batch_size", [0, 3, 32])
+def test_grpo_micro_batch_must_divide_the_step(micro_batch_size):
+    from mera_pipelines.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="micro_batch_size must divide .* = 16, got"):
+        GRPOSettings.from_params(
+            {"num_generations": 8, "prompts_per_step": 2, "micro_batch_size": micro_batch_size}
+        )
