@@ -44,6 +44,7 @@ from benchlib import RESULTS, dataset_version, machine, write_json
 
 from mera_pipelines.core import evaluation
 from mera_pipelines.core.embedding import load_embedder
+from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.loop import LoopSettings, run_mera
 from mera_pipelines.core.memory import MemoryIndex
 from mera_pipelines.core.records import Question, from_frame
@@ -122,7 +123,7 @@ def override_loop(params: dict[str, Any], spec: str | None) -> None:
     loop = {**params["loop"], **key_values(spec, f"--loop {spec}")}
     try:
         LoopSettings.from_params(loop)
-    except TypeError as exc:
+    except ConfigError as exc:
         raise SystemExit(f"--loop {spec}: {exc}") from exc
     params["loop"] = loop
 

@@ -149,3 +149,12 @@ def test_systems_refuse_questions_of_a_memory_that_is_not_built(memory, roles):
     elsewhere = Question("other/q0", "other", "Who is Maya?", "a climber", "1", ["D1:1"])
     with pytest.raises(ConfigError, match=r"no facts for memories \['other'\]"):
         run_systems([QUESTION, elsewhere], [], memory, roles, tight(), ["mera"])
+
+
+def test_loop_settings_name_an_unknown_key_and_read_retrieval():
+    settings = LoopSettings.from_params({"max_rounds": 2, "retrieval": {}})
+    assert settings.max_rounds == 2 and settings.search == SearchSettings()
+    with pytest.raises(
+        ConfigError, match=r"Unknown loop settings \['min_round'\]; known: .*min_rounds"
+    ):
+        LoopSettings.from_params({"min_round": 2})

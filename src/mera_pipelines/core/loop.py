@@ -24,6 +24,7 @@ from mera_pipelines.core.roles.answerer import Answerer
 from mera_pipelines.core.roles.planner import Planner, PlannerState
 from mera_pipelines.core.roles.seeder import Seeder
 from mera_pipelines.core.roles.verifier import Verifier
+from mera_pipelines.core.settings import settings_from_params
 from mera_pipelines.core.text import content_words
 
 TERMINATIONS = ("sufficient", "exhausted", "max_rounds", "single_shot")
@@ -45,7 +46,7 @@ class LoopSettings:
     def from_params(cls, params: dict[str, Any]) -> LoopSettings:
         params = dict(params)
         search = SearchSettings.from_params(params.pop("retrieval", {}))
-        return cls(search=search, **params)
+        return settings_from_params(cls, {**params, "search": search}, "loop")
 
 
 @dataclass
