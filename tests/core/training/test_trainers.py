@@ -8,6 +8,7 @@ import warnings
 
 import pytest
 
+from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.llm.tiny_lm import build_tiny_lm
 from mera_pipelines.core.loop import LoopSettings
 from mera_pipelines.core.memory import MemoryIndex
@@ -65,8 +66,6 @@ def test_sft_trains_and_saves_a_loadable_folder(tiny_model):
 
 
 def test_sft_needs_examples(tiny_model):
-    from mera_pipelines.core.errors import ConfigError
-
     with pytest.raises(ConfigError, match="no examples"):
         run_sft(tiny_model, [], SFTSettings())
 
@@ -145,8 +144,6 @@ def test_grpo_micro_batches_accumulate_one_generation_per_step(tmp_path):
 
 @pytest.mark.parametrize("micro_batch_size", [0, 3, 32])
 def test_grpo_micro_batch_must_divide_the_step(micro_batch_size):
-    from mera_pipelines.core.errors import ConfigError
-
     with pytest.raises(ConfigError, match="micro_batch_size must divide .* = 16, got"):
         GRPOSettings.from_params(
             {"num_generations": 8, "prompts_per_step": 2, "micro_batch_size": micro_batch_size}
