@@ -51,7 +51,12 @@ def read_version(project: Path, dataset: str, version: str | None) -> tuple[pd.D
 
 
 def question_kind(question: str, qa_type: str) -> str:
-    return "multi_hop_category" if category_of(question) else qa_type
+    """The question's type; multi-hop ones the category aggregate wrote are told apart. Other
+    types (and annotated questions' source categories) stay as they are, even when their
+    wording happens to match a category template."""
+    if qa_type == "multi_hop" and category_of(question):
+        return "multi_hop_category"
+    return qa_type
 
 
 def teacher_recovered(states: pd.DataFrame) -> pd.Series:

@@ -165,3 +165,11 @@ def test_compare_filter_reads_another_filterings_samples_on_the_same_states(
     monkeypatch.setattr("sys.argv", [*argv, "--compare-filter", "old"])
     with pytest.raises(SystemExit, match="NAME=VERSION"):
         state_mix.main()
+
+
+def test_only_multi_hop_questions_count_as_category_questions(state_mix):
+    # an annotated question keeps its source category even when worded like a category one
+    assert state_mix.question_kind("What pets does Nate have at home?", "1") == "1"
+    assert state_mix.question_kind("What pets does Nate have at home?", "multi_hop") == (
+        "multi_hop_category"
+    )

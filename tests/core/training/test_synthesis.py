@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mera_pipelines.core.errors import ConfigError
-from mera_pipelines.core.records import Fact, Turn
+from mera_pipelines.core.records import Fact, Question, Turn
 from mera_pipelines.core.text import content_words, tokenize
 from mera_pipelines.core.training.synthesis import (
     CATEGORIES,
@@ -16,6 +16,7 @@ from mera_pipelines.core.training.synthesis import (
     HeuristicQuestionWriter,
     Statement,
     SynthesisSettings,
+    annotated_questions,
     category_of,
     cloze,
     grounding_problem,
@@ -471,3 +472,77 @@ def test_the_synthesize_node_hands_the_memorys_embedder_to_category_aggregates()
         SimpleNamespace(embedder=CategoryEmbedder()),
     )
     assert "What pets does Nate have at home?" in list(frame["question"])
+
+
+def source_questions() -> list[Question]:
+    def question(number: int, memory_id: str, category: str, gold: list[str], **extra):
+        return Question(
+            f"{memory_id}/q{number}",
+            memory_id,
+            f"Question {number}?",
+            "an answer",
+            category,
+            gold,
+            **extra,
+        )
+
+    return [
+        question(0, "m1", "4", ["D1:1"]),
+        question(1, "m1", "1", ["D1:3", "D2:2"]),
+        question(2, "m1", "2", ["D2:1"]),
+        question(3, "m1", "5", ["D1:2"], is_abstention=True),  # nothing to recover
+        question(4, "m1", "4", []),  # no evidence
+        question(5, "m1", "4", ["D9:9"]),  # evidence the memory does not hold
+        question(6, "m1", "3", ["D1:2"]),
+        question(0, "m2", "4", ["D1:1"]),  # not a training memory
+    ]
+
+
+def test_annotated_questions_keep_the_training_memories_questions_with_retrievable_evidence():
+    settings = SynthesisSettings.from_params(
+        {"writer": "annotated", "annotated_categories": [1, 2, 4]}
+    )
+    kept, report = annotated_questions(["m1"], source_questions(), facts(), settings)
+    assert [q.question_id for q in kept] == ["m1/q0", "m1/q1", "m1/q2"]
+    assert report.rejected == {
+        "category_not_used": 2,  # the abstention (5) and the open-domain one (3)
+        "no_evidence": 1,
+        "evidence_not_in_memory": 1,
+    }
+    assert report.as_dict()["questions_by_type"] == {"4": 1, "1": 1, "2": 1}
+
+
+def test_annotated_questions_count_abstentions_of_a_used_category():
+    settings = SynthesisSettings.from_params({"writer": "annotated", "annotated_categories": ["5"]})
+    kept, report = annotated_questions(["m1"], source_questions(), facts(), settings)
+    assert kept == [] and report.rejected["abstention"] == 1
+
+
+def test_annotated_questions_per_memory_cap_is_a_seeded_draw():
+    settings = SynthesisSettings.from_params({"writer": "annotated", "max_per_memory": 2})
+    first, _ = annotated_questions(["m1"], source_questions(), facts(), settings)
+    again, _ = annotated_questions(["m1"], source_questions(), facts(), settings)
+    assert len(first) == 2 and first == again
+    assert {q.question_id for q in first} <= {"m1/q0", "m1/q1", "m1/q2", "m1/q6"}
+
+
+def test_the_synthesize_node_uses_the_sources_questions_with_the_annotated_writer():
+    from mera_pipelines.core.records import to_frame
+    from mera_pipelines.pipelines.synthesize.nodes import synthesize_training_questions
+
+    args = (to_frame(turns(), Turn), to_frame(facts(), Fact), [], {"train_memory_ids": ["m1"]})
+    frame, summary, metrics = synthesize_training_questions(
+        *args, None, {"writer": "annotated"}, None, to_frame(source_questions(), Question)
+    )
+    assert sorted(frame["question_id"]) == ["m1/q0", "m1/q1", "m1/q2", "m1/q6"]
+    assert summary["writer"] == "annotated" and summary["rejected"] == 3
+    assert metrics["synthesis.questions"]["value"] == 4.0
+    with pytest.raises(ConfigError, match=r"annotated.*no annotated questions"):
+        synthesize_training_questions(
+            *args, None, {"writer": "annotated"}, None, to_frame(source_questions()[3:6], Question)
+        )
+
+
+def test_settings_reject_an_unknown_writer():
+    with pytest.raises(ConfigError, match="writer 'poet' unknown"):
+        SynthesisSettings.from_params({"writer": "poet"})

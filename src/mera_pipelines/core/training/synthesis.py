@@ -57,6 +57,11 @@ AGGREGATES = ("keyword", "category", "shared")
 # the real questions'). "common": the ones the memory's other turns use most, so the search
 # meets distractors, as LoCoMo's "What genre is Joanna's first screenplay?" does.
 TOPIC_WORDS = ("rare", "common")
+# "heuristic" and "llm" write questions from the training memories' statements; "annotated"
+# takes the source's own annotated questions of the training memories (a dataset whose training
+# conversations come with questions and evidence; the LoCoMo split's figures are for synthesised
+# questions, the annotated ones measure how far the synthesis is from real questions)
+WRITERS = ("heuristic", "llm", "annotated")
 
 # "Maya said: ..." / "Theo asked: ..." prefixes of heuristic facts carry no content
 _ATTRIBUTION_RE = re.compile(r"^\s*[\w' .-]{1,40}\b(?:said|asked|replied|added):\s*", re.I)
@@ -78,7 +83,7 @@ class Statement:
 
 @dataclass(frozen=True)
 class SynthesisSettings:
-    writer: str = "heuristic"  # heuristic | llm
+    writer: str = "heuristic"  # one of WRITERS
     max_per_memory: int = 60
     types: tuple[str, ...] = QA_TYPES
     seed: int = 0
@@ -95,13 +100,20 @@ class SynthesisSettings:
     # category aggregates: a statement joins its nearest category at this cosine similarity
     # or more (calibrated on the packaged MiniLM; other embedders have other scales)
     category_min_similarity: float = 0.3
+    # writer "annotated": the source's own questions of these categories (LoCoMo "1".."4")
+    annotated_categories: tuple[str, ...] = ("1", "2", "3", "4")
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None) -> SynthesisSettings:
         params = dict(params or {})
-        if "types" in params:
-            params["types"] = tuple(params["types"])
+        for key in ("types", "annotated_categories"):
+            if key in params:
+                params[key] = tuple(str(value) for value in params[key])
         settings = settings_from_params(cls, params, "training.synthesis")
+        if settings.writer not in WRITERS:
+            raise ConfigError(
+                f"training.synthesis.writer {settings.writer!r} unknown; use one of {WRITERS}"
+            )
         bad = sorted(set(settings.types) - set(QA_TYPES))
         if bad or not settings.types:
             raise ConfigError(f"training.synthesis.types {bad} unknown; use some of {QA_TYPES}")
@@ -900,6 +912,53 @@ def synthesize_questions(
             questions.append(_question(draft, kept))
     report.writer_failures.extend(getattr(writer, "failures", []))
     return questions, report
+
+
+def annotated_questions(
+    memory_ids: Sequence[str],
+    questions: Sequence[Question],
+    facts: Sequence[Fact],
+    settings: SynthesisSettings,
+) -> tuple[list[Question], SynthesisReport]:
+    """The source's own questions of the training memories, in ``settings.annotated_categories``,
+    as training questions: abstention questions and questions without evidence among the
+    memory's indexed turns are rejected and counted, as synthesised ones are; at most
+    ``max_per_memory`` per memory, drawn with ``settings.seed`` so every category stays."""
+    wanted = set(memory_ids)
+    report = SynthesisReport(memories=sorted(wanted))
+    indexed: dict[str, set[str]] = defaultdict(set)
+    for fact in facts:
+        indexed[fact.memory_id].add(fact.turn_id)
+    kept: list[Question] = []
+    for memory_id in sorted(wanted):
+        own = [q for q in questions if q.memory_id == memory_id]
+        random.Random(f"{settings.seed}:{memory_id}").shuffle(own)
+        taken = 0
+        for question in own:
+            problem = _annotation_problem(question, indexed[memory_id], settings)
+            if problem:
+                report.rejected[problem] += 1
+                continue
+            if taken >= settings.max_per_memory:
+                break
+            taken += 1
+            report.written[question.category] += 1
+            kept.append(question)
+    return sorted(kept, key=lambda q: (q.memory_id, q.question_id)), report
+
+
+def _annotation_problem(
+    question: Question, indexed_turns: set[str], settings: SynthesisSettings
+) -> str | None:
+    if question.category not in settings.annotated_categories:
+        return "category_not_used"
+    if question.is_abstention:
+        return "abstention"
+    if not question.gold_turn_ids:
+        return "no_evidence"
+    if any(t not in indexed_turns for t in question.gold_turn_ids):
+        return "evidence_not_in_memory"
+    return None
 
 
 def _turn_text(turn: Turn) -> str:

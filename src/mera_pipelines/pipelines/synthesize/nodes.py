@@ -12,7 +12,9 @@ from mera_pipelines.core.memory import MemoryIndex
 from mera_pipelines.core.records import Fact, Question, Turn, from_frame, to_frame
 from mera_pipelines.core.training.synthesis import (
     Statement,
+    SynthesisReport,
     SynthesisSettings,
+    annotated_questions,
     make_question_writer,
     synthesize_questions,
 )
@@ -47,8 +49,17 @@ def synthesize_training_questions(
     writer_llm: LLMBackend | None,
     params: dict[str, Any],
     memory: MemoryIndex | None = None,
+    source_questions: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
     settings = SynthesisSettings.from_params(params)
+    if settings.writer == "annotated":
+        questions, report = annotated_questions(
+            split["train_memory_ids"],
+            from_frame(source_questions, Question) if source_questions is not None else [],
+            from_frame(facts, Fact),
+            settings,
+        )
+        return _synthesis_outputs(questions, report, "annotated", split)
     # the window and the style shape the heuristic writer's questions; an LLM writes its own.
     # Category aggregates group statements with the embedder the memory was built with.
     options = (
@@ -72,12 +83,23 @@ def synthesize_training_questions(
         settings,
         observations,
     )
+    return _synthesis_outputs(questions, report, writer.name, split)
+
+
+def _synthesis_outputs(
+    questions: list[Question], report: SynthesisReport, writer_name: str, split: dict[str, Any]
+) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
     if not questions:
-        raise ConfigError(
-            f"QA synthesis wrote no usable question from {split['train_memory_ids']} "
-            f"(rejected: {dict(report.rejected)}); check the memories' facts"
+        hint = (
+            "the source has no annotated questions with evidence for them"
+            if writer_name == "annotated"
+            else "check the memories' facts"
         )
-    summary = {"writer": writer.name, **report.as_dict()}
+        raise ConfigError(
+            f"QA synthesis ({writer_name}) wrote no usable question from "
+            f"{split['train_memory_ids']} (rejected: {dict(report.rejected)}); {hint}"
+        )
+    summary = {"writer": writer_name, **report.as_dict()}
     metrics = {
         "synthesis.questions": {"value": float(len(questions)), "step": 0},
         "synthesis.rejected": {"value": float(sum(report.rejected.values())), "step": 0},

@@ -25,6 +25,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "question_writer_llm",
                     "params:training.synthesis",
                     "memory_index",
+                    "questions",
                 ],
                 ["synthetic_questions", "synthesis_report", "synthesis_metrics"],
                 name="synthesize_training_questions",
