@@ -57,11 +57,6 @@ AGGREGATES = ("keyword", "category", "shared")
 # the real questions'). "common": the ones the memory's other turns use most, so the search
 # meets distractors, as LoCoMo's "What genre is Joanna's first screenplay?" does.
 TOPIC_WORDS = ("rare", "common")
-# "heuristic" and "llm" write questions from the training memories' statements; "annotated"
-# takes the source's own annotated questions of the training memories (a dataset whose training
-# conversations come with questions and evidence; the LoCoMo split's figures are for synthesised
-# questions, the annotated ones measure how far the synthesis is from real questions)
-WRITERS = ("heuristic", "llm", "annotated")
 
 # "Maya said: ..." / "Theo asked: ..." prefixes of heuristic facts carry no content
 _ATTRIBUTION_RE = re.compile(r"^\s*[\w' .-]{1,40}\b(?:said|asked|replied|added):\s*", re.I)
@@ -829,6 +824,11 @@ def _draft_from_item(memory_id: str, item: Any, types: Sequence[str]) -> Draft |
 
 
 _WRITERS = {"heuristic": HeuristicQuestionWriter, "llm": LLMQuestionWriter}
+# the question writers write from the training memories' statements; "annotated" takes the
+# source's own annotated questions of the training memories (a dataset whose training
+# conversations come with questions and evidence; the LoCoMo split's figures are for synthesised
+# questions, the annotated ones measure how far the synthesis is from real questions)
+WRITERS = (*_WRITERS, "annotated")
 
 
 class QuestionWriter(Protocol):
