@@ -148,3 +148,31 @@ def test_grpo_micro_batch_must_divide_the_step(micro_batch_size):
         GRPOSettings.from_params(
             {"num_generations": 8, "prompts_per_step": 2, "micro_batch_size": micro_batch_size}
         )
+
+
+def test_grpo_with_a_kl_coefficient_logs_the_kl(tiny_model, memory):
+    # beta > 0 makes trl keep a frozen reference copy of the start model and log the KL to it
+    reward = RetrievalReward(
+        memory, LoopSettings(turns_first_round=2, turns_per_round=2), RewardSettings()
+    )
+    rows = [
+        {
+            "prompt": PROMPT,
+            "memory_id": "m",
+            "gold_turn_ids": ["D2:1"],
+            "viewed_turn_ids": ["D1:1"],
+            "round_index": 2,
+        }
+    ] * 2
+    metrics = []
+    _, log = run_grpo(
+        tiny_model,
+        rows,
+        reward,
+        GRPOSettings(steps=1, num_generations=2, max_completion_length=8, beta=0.04),
+        threads=1,
+        log_metrics=lambda values, step: metrics.append(values),
+    )
+    assert log.steps == 1
+    kl = [values["grpo.kl"] for values in metrics if "grpo.kl" in values]
+    assert kl and all(value >= 0.0 for value in kl)
