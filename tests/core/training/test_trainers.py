@@ -49,6 +49,25 @@ def memory(tmp_path_factory) -> MemoryIndex:
     return index
 
 
+def two_turn_reward(memory: MemoryIndex) -> RetrievalReward:
+    """The retrieval reward with a budget of two new turns per round."""
+    return RetrievalReward(
+        memory, LoopSettings(turns_first_round=2, turns_per_round=2), RewardSettings()
+    )
+
+
+def grpo_rows(count: int) -> list[dict]:
+    """GRPO dataset rows: one round-2 state of memory "m" whose missing gold turn is D2:1."""
+    row = {
+        "prompt": PROMPT,
+        "memory_id": "m",
+        "gold_turn_ids": ["D2:1"],
+        "viewed_turn_ids": ["D1:1"],
+        "round_index": 2,
+    }
+    return [row] * count
+
+
 def test_sft_trains_and_saves_a_loadable_folder(tiny_model):
     metrics = []
     folder, log = run_sft(
@@ -74,18 +93,8 @@ def test_sft_needs_examples(tiny_model):
 # as one update over two accumulated passes, so steps and scored completions are the same
 @pytest.mark.parametrize("micro_batch_size", [None, 1])
 def test_grpo_scores_completions_against_the_memory(tiny_model, memory, micro_batch_size):
-    reward = RetrievalReward(
-        memory, LoopSettings(turns_first_round=2, turns_per_round=2), RewardSettings()
-    )
-    rows = [
-        {
-            "prompt": PROMPT,
-            "memory_id": "m",
-            "gold_turn_ids": ["D2:1"],
-            "viewed_turn_ids": ["D1:1"],
-            "round_index": 2,
-        }
-    ] * 4
+    reward = two_turn_reward(memory)
+    rows = grpo_rows(4)
     metrics = []
     folder, log = run_grpo(
         tiny_model,
@@ -152,18 +161,8 @@ def test_grpo_micro_batch_must_divide_the_step(micro_batch_size):
 
 def test_grpo_with_a_kl_coefficient_logs_the_kl(tiny_model, memory):
     # beta > 0 makes trl keep a frozen reference copy of the start model and log the KL to it
-    reward = RetrievalReward(
-        memory, LoopSettings(turns_first_round=2, turns_per_round=2), RewardSettings()
-    )
-    rows = [
-        {
-            "prompt": PROMPT,
-            "memory_id": "m",
-            "gold_turn_ids": ["D2:1"],
-            "viewed_turn_ids": ["D1:1"],
-            "round_index": 2,
-        }
-    ] * 2
+    reward = two_turn_reward(memory)
+    rows = grpo_rows(2)
     metrics = []
     _, log = run_grpo(
         tiny_model,
