@@ -7,6 +7,8 @@ import tempfile
 import warnings
 
 import pytest
+import torch
+from transformers import AutoModelForCausalLM
 
 from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.llm.tiny_lm import build_tiny_lm
@@ -111,6 +113,28 @@ def test_grpo_scores_completions_against_the_memory(tiny_model, memory, micro_ba
     assert (folder / "config.json").is_file()
     assert any("grpo.reward" in values for values in metrics)
     assert any("grpo.rewards.retrieval_reward.mean" in values for values in metrics)
+
+
+def test_on_policy_is_handed_the_model_being_trained(tiny_model):
+    def text_reward(prompts, completions, **_):
+        # rewards that differ within a group, so the update moves the weights
+        return [sum(map(ord, str(c))) % 5 / 4 for c in completions]
+
+    policies = []
+    folder, _ = run_grpo(
+        tiny_model,
+        grpo_rows(4),
+        text_reward,
+        GRPOSettings(steps=2, num_generations=4, max_completion_length=8, learning_rate=1e-2),
+        threads=1,
+        on_policy=lambda model, tokenizer: policies.append(model),
+    )
+    [policy] = policies
+    start = AutoModelForCausalLM.from_pretrained(tiny_model).state_dict()
+    saved = AutoModelForCausalLM.from_pretrained(folder).state_dict()
+    assert any(not torch.equal(start[name], saved[name]) for name in saved)
+    # not a copy of the start: the object GRPO updated, holding the weights it saved
+    assert all(torch.equal(saved[name], value) for name, value in policy.state_dict().items())
 
 
 def test_sampler_returns_n_completions(tiny_model):

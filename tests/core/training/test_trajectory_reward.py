@@ -11,14 +11,22 @@ from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.loop import run_mera
 from mera_pipelines.core.records import Question, to_frame
 from mera_pipelines.core.roles.planner import HeuristicPlanner
-from mera_pipelines.core.training.continuation import ReplayMismatch, TrajectoryReplay
+from mera_pipelines.core.training.continuation import (
+    PolicyContinuation,
+    ReplayMismatch,
+    TrajectoryReplay,
+)
 from mera_pipelines.core.training.reward import RewardSettings
 from mera_pipelines.core.training.rollouts import RetrievalReward, score_at_state
 from mera_pipelines.core.training.states import PlannerStateRecord, collect_states
+from mera_pipelines.core.training.trainers import planner_prompt_settings
+from tests.core.llm.test_transformers_backend import build_tiny_model
 from tests.core.test_loop import QUESTION, memory, roles  # noqa: F401 (fixtures)
 from tests.core.training.test_states_rollouts import LOOP, plan
 
 TRAJECTORY = RewardSettings(horizon="trajectory")
+POLICY = RewardSettings(horizon="trajectory", continuation="policy")
+PASTA = plan("Theo cooked pasta dinner")
 ROUND = RewardSettings()
 
 
@@ -107,6 +115,54 @@ def test_horizon_is_checked():
         ConfigError, match=r"reward.horizon must be one of \['round', 'trajectory'\]"
     ):
         RewardSettings.from_params({"horizon": "episode"})
+    with pytest.raises(ConfigError, match=r"continuation must be one of \['teacher', 'policy'\]"):
+        RewardSettings.from_params({"horizon": "trajectory", "continuation": "oracle"})
+    with pytest.raises(ConfigError, match="continuation policy .* needs reward.horizon trajectory"):
+        RewardSettings.from_params({"continuation": "policy"})
+
+
+@pytest.fixture(scope="module")
+def pasta_policy(tmp_path_factory):
+    """A model being trained whose greedy reply is always the pasta plan (its only token)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = build_tiny_model(tmp_path_factory.mktemp("policy"), PASTA)
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    model.train()
+    return model, AutoTokenizer.from_pretrained(folder)
+
+
+def test_the_policy_plans_the_rounds_after_the_sampled_plan(memory, roles, states, pasta_policy):
+    first = states[0]  # nothing viewed; gold D1:1 (the gym) and D2:1 (the dog)
+    gym = plan("Maya met Jonas at the climbing gym")
+    two_rounds = replace(LOOP, max_rounds=2)
+    replay = TrajectoryReplay([QUESTION], memory, roles, two_rounds)
+    # the teacher follows the anchor Jonas to his dog in round 2
+    assert score_at_state(first, gym, memory, two_rounds, TRAJECTORY, replay).reward == 1.0
+    continuation = PolicyContinuation(replay, planner_prompt_settings({}))
+    continuation.attach(*pasta_policy)
+    # the policy searches pasta instead: round 2 shows Theo's dinner and the dog is missed
+    outcome = score_at_state(first, gym, memory, two_rounds, POLICY, replay)
+    assert outcome.retrieved_turn_ids == ["D1:1", "D3:1"] and outcome.reward == pytest.approx(0.5)
+    assert continuation.report() == {
+        "planner": "policy",
+        "calls": 1,
+        "repaired_calls": 0,
+        "failed_calls": 0,
+    }
+    model, _ = pasta_policy
+    assert model.training  # generated in eval mode, then handed back to the trainer as it was
+
+
+def test_the_teacher_still_leads_the_replay_to_a_later_state(memory, roles, states, pasta_policy):
+    replay = TrajectoryReplay([QUESTION], memory, roles, LOOP)
+    continuation = PolicyContinuation(replay, planner_prompt_settings({}))
+    continuation.attach(*pasta_policy)
+    last = states[-1]
+    assert last.round_index == len(states) >= 2
+    # rounds before the state's are the teacher's (a pasta round 1 would miss the saved state)
+    outcome = score_at_state(last, plan("Jonas dog Pepper breed"), memory, LOOP, POLICY, replay)
+    assert not outcome.parse_failed and continuation.report()["calls"] == 0
 
 
 def test_reward_function_reads_the_question_column(memory, replay, states):
@@ -125,7 +181,7 @@ def test_reward_function_reads_the_question_column(memory, replay, states):
 
 
 def test_grpo_node_scores_with_the_replay_of_the_synthetic_questions(
-    memory, states, monkeypatch, tmp_path
+    memory, states, monkeypatch, tmp_path, pasta_policy
 ):
     from mera_pipelines.core.training.model_store import PlannerModel
     from mera_pipelines.pipelines.train_planner import nodes
@@ -142,7 +198,9 @@ def test_grpo_node_scores_with_the_replay_of_the_synthetic_questions(
         def curve(self, key):
             return []
 
-    def fake_grpo(folder, rows, reward_function, settings, threads, log_metrics):
+    def fake_grpo(folder, rows, reward_function, settings, threads, log_metrics, on_policy):
+        if on_policy is not None:
+            on_policy(*pasta_policy)
         columns = {key: [row[key] for row in rows] for key in rows[0] if key != "prompt"}
         gym = [{"role": "assistant", "content": plan("Maya met Jonas at the climbing gym")}]
         scored["rewards"] = reward_function([None] * len(rows), [gym] * len(rows), **columns)
@@ -155,5 +213,12 @@ def test_grpo_node_scores_with_the_replay_of_the_synthetic_questions(
     loop = {"turns_first_round": 1, "turns_per_round": 1, "max_rounds": 4, "exhaustion_rounds": 4}
     for horizon, expected in (("round", 0.5), ("trajectory", 1.0)):
         params = {"reward": {"horizon": horizon}}
-        nodes.train_planner_grpo(retained, None, memory, questions, params, loop)
+        _, report, _ = nodes.train_planner_grpo(retained, None, memory, questions, params, loop)
         assert scored["rewards"] == [pytest.approx(expected)]
+        assert "continuation" not in report
+    # the model GRPO trains plans rounds 2-4 (pasta; a repeat of it is no new query, so the
+    # heuristic steps in and the dog is still found within the four rounds)
+    params = {"reward": {"horizon": "trajectory", "continuation": "policy"}}
+    _, report, _ = nodes.train_planner_grpo(retained, None, memory, questions, params, loop)
+    assert scored["rewards"] == [pytest.approx(1.0)]
+    assert report["continuation"]["planner"] == "policy" and report["continuation"]["calls"] >= 1

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,15 @@ class TransformersBackend(CachingChatBackend):
         self._load_lock = threading.Lock()
         self._generate_lock = threading.Lock()
 
+    @classmethod
+    def from_loaded(cls, model: Any, tokenizer: Any, model_name: str) -> TransformersBackend:
+        """A backend over a model already in memory: the policy GRPO is training, whose later
+        rounds the trajectory reward plays (``reward.continuation: policy``). No cache: its
+        weights change between calls."""
+        backend = cls("<in memory>", model_name=model_name)
+        backend._model, backend._tokenizer = model, tokenizer
+        return backend
+
     def __repr__(self) -> str:
         return f"TransformersBackend(path={str(self.path)!r}, device={self.device!r})"
 
@@ -57,6 +68,8 @@ class TransformersBackend(CachingChatBackend):
         return {**super().describe(), "path": str(self.path), "device": self.device}
 
     def _cache_extra(self) -> dict[str, Any] | None:
+        if self.cache is None:  # no key is looked up: spare the folder's stat calls
+            return None
         # Two folders of the same name (a retrained planner) must not share cached replies.
         return {"weights": _folder_fingerprint(self.path)}
 
@@ -117,7 +130,7 @@ class TransformersBackend(CachingChatBackend):
         options = _sampling_options(temperature)
         if want_json:
             options["stopping_criteria"] = _stop_when_json_closes(tokenizer, input_ids.shape[1])
-        with self._generate_lock, torch.inference_mode():
+        with self._generate_lock, torch.inference_mode(), _eval_mode(model):
             output = model.generate(
                 input_ids=input_ids,
                 attention_mask=attention_mask,
@@ -130,6 +143,17 @@ class TransformersBackend(CachingChatBackend):
         new_tokens = output[0, input_ids.shape[1] :]
         text = tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
         return RawReply(text, int(input_ids.shape[1]), int(new_tokens.shape[0]))
+
+
+@contextmanager
+def _eval_mode(model: Any) -> Iterator[None]:
+    """Generate without dropout, and leave a model that is being trained in training mode."""
+    training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(training)
 
 
 def _stop_when_json_closes(tokenizer: Any, prompt_length: int) -> Any:

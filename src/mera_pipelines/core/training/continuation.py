@@ -7,6 +7,10 @@ teacher's (heuristic) roles, so the reward can count the gold turns the whole re
 trajectory shows. (On the LoCoMo split, with 3 rounds, it tells the rules' plans apart on no
 more states than the round's own search: docs/training.md, "Reward horizon".)
 
+With ``play_on_with`` another planner plans the rounds after the sampled plan's: the policy
+being trained (``reward.continuation: policy``), so a plan is credited with what the planner
+itself, not the teacher, makes of it later, as in evaluation.
+
 The state is reached by replaying the question from round 1 with the same roles: the heuristic
 roles are deterministic, so the replay arrives at the state the teacher saved, which is checked
 (the turns viewed before the plan must be the saved ones) rather than assumed.
@@ -16,13 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.graph import EvidenceGraph
+from mera_pipelines.core.llm.transformers_backend import TransformersBackend
 from mera_pipelines.core.loop import LoopSettings, Roles, run_mera
 from mera_pipelines.core.memory import MemoryIndex
 from mera_pipelines.core.records import Intent, Question
-from mera_pipelines.core.roles.planner import Planner, PlannerState, PlanResult
+from mera_pipelines.core.roles.planner import LLMPlanner, Planner, PlannerState, PlanResult
 
 
 class ReplayMismatch(ConfigError):
@@ -31,16 +37,20 @@ class ReplayMismatch(ConfigError):
 
 @dataclass
 class _PlanAtRound:
-    """The loop's planner: ``intents`` at ``round_index``, the teacher's plans elsewhere."""
+    """The loop's planner: the teacher's plans before ``round_index`` (they lead to the saved
+    state), ``intents`` at it, and ``after``'s plans (the teacher's if none) later."""
 
     teacher: Planner
     round_index: int
     intents: list[Intent]
+    after: Planner | None = None
     name: str = "sampled plan, then the teacher"
 
     def plan(self, state: PlannerState) -> PlanResult:
         if state.round_index == self.round_index:
             return PlanResult(intents=list(self.intents))
+        if state.round_index > self.round_index and self.after is not None:
+            return self.after.plan(state)
         return self.teacher.plan(state)
 
 
@@ -63,6 +73,11 @@ class TrajectoryReplay:
         self.roles = roles
         self.loop = loop
         self.replays = 0
+        self.planner_after: Planner | None = None
+
+    def play_on_with(self, planner: Planner) -> None:
+        """Plan the rounds after a sampled plan's with ``planner`` instead of the teacher."""
+        self.planner_after = planner
 
     def viewed_by_the_end(
         self,
@@ -84,7 +99,8 @@ class TrajectoryReplay:
             if state.round_index == round_index:
                 arrived.append(list(viewed))
 
-        roles = replace(self.roles, planner=_PlanAtRound(self.roles.planner, round_index, intents))
+        planner = _PlanAtRound(self.roles.planner, round_index, intents, self.planner_after)
+        roles = replace(self.roles, planner=planner)
         loop = replace(self.loop, min_rounds=max(self.loop.min_rounds, round_index))
         trajectory = run_mera(question, self.memory, roles, loop, system="replay", on_plan=check)
         self.replays += 1
@@ -97,3 +113,36 @@ class TrajectoryReplay:
                 "replayed: collect them again, or use reward.horizon round"
             )
         return list(trajectory.viewed_turn_ids)
+
+
+class PolicyContinuation:
+    """``reward.continuation: policy``: once GRPO has built its trainer, the model being
+    trained plans a replay's rounds after the sampled plan's, as evaluation runs it (greedy,
+    on the prompt it trains on, the heuristic stepping in on a failed reply). Counts its calls
+    for the training report."""
+
+    def __init__(self, replay: TrajectoryReplay, prompt: dict[str, Any]) -> None:
+        self.replay = replay
+        self.prompt = prompt  # ``training.prompt`` settings: graph_chars, max_tokens, ...
+        self.backend: TransformersBackend | None = None
+
+    def attach(self, model: Any, tokenizer: Any) -> None:
+        self.backend = TransformersBackend.from_loaded(model, tokenizer, "policy")
+        planner = LLMPlanner(
+            self.backend,
+            graph_chars=self.prompt["graph_chars"],
+            max_tokens=self.prompt["max_tokens"],
+            draft=self.prompt.get("draft", False),
+            complement=self.prompt.get("complement", False),
+        )
+        self.replay.play_on_with(planner)
+
+    def report(self) -> dict[str, Any]:
+        usage = self.backend.usage if self.backend else None
+        return {
+            "planner": "policy",
+            "calls": usage.calls if usage else 0,
+            "repaired_calls": usage.repaired_calls if usage else 0,
+            # replies that stayed unusable after the re-ask: the heuristic planned that round
+            "failed_calls": usage.failed_calls if usage else 0,
+        }

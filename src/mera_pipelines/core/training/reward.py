@@ -15,7 +15,8 @@ includes output cut off by the token limit).
 
 With ``horizon: trajectory`` the same formula counts, as ``x``, the missing gold turns the
 output's search and the rest of the question's trajectory after it recover (the loop run on
-with the teacher's roles, ``core.training.continuation``).
+with the teacher's roles, ``core.training.continuation``); with ``continuation: policy`` the
+later rounds are planned by the planner being trained, as they will be in evaluation.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from mera_pipelines.core.settings import settings_from_params
 from mera_pipelines.core.text import content_words, tokenize
 
 HORIZONS = ("round", "trajectory")
+CONTINUATIONS = ("teacher", "policy")
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,9 @@ class RewardSettings:
     # the question's trajectory recovers, the plan played at its state and the loop run on
     # with the teacher's heuristic roles (core.training.continuation)
     horizon: str = "round"
+    # with horizon trajectory, who plans the rounds after the plan's: the teacher (heuristic)
+    # or the policy being trained, greedy, as evaluation runs it (its other roles stay heuristic)
+    continuation: str = "teacher"
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None) -> RewardSettings:
@@ -60,6 +65,16 @@ class RewardSettings:
         if settings.horizon not in HORIZONS:
             raise ConfigError(
                 f"reward.horizon must be one of {list(HORIZONS)}, got {settings.horizon!r}"
+            )
+        if settings.continuation not in CONTINUATIONS:
+            raise ConfigError(
+                f"reward.continuation must be one of {list(CONTINUATIONS)}, "
+                f"got {settings.continuation!r}"
+            )
+        if settings.continuation == "policy" and settings.horizon != "trajectory":
+            raise ConfigError(
+                "reward.continuation policy plays the rounds after the plan's: it needs "
+                "reward.horizon trajectory"
             )
         if not 1 <= settings.min_intents <= settings.max_intents:
             raise ConfigError("reward.min_intents must be between 1 and reward.max_intents")

@@ -300,9 +300,12 @@ def run_grpo(
     settings: GRPOSettings,
     threads: int | None = None,
     log_metrics: MetricsLogger | None = None,
+    on_policy: Callable[[Any, Any], None] | None = None,
 ) -> tuple[Path, TrainingLog]:
     """GRPO on planner states. Each row: ``prompt`` (chat messages) plus the columns the
-    reward reads (memory_id, gold_turn_ids, viewed_turn_ids, round_index)."""
+    reward reads (memory_id, gold_turn_ids, viewed_turn_ids, round_index). ``on_policy`` is
+    given the model being trained and its tokenizer before training starts (a reward that
+    plays later rounds with the policy holds on to them)."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
@@ -323,6 +326,8 @@ def run_grpo(
         processing_class=tokenizer,
         callbacks=[_callback(log, "grpo", log_metrics)],
     )
+    if on_policy is not None:
+        on_policy(trainer.model, tokenizer)
     return _train_and_save(trainer, tokenizer, log, output)
 
 

@@ -20,7 +20,7 @@ from mera_pipelines.core.roles.planner import (
     plan_template,
     render_plan_prompt,
 )
-from mera_pipelines.core.training.continuation import TrajectoryReplay
+from mera_pipelines.core.training.continuation import PolicyContinuation, TrajectoryReplay
 from mera_pipelines.core.training.model_store import (
     PlannerModel,
     PlannerModelStore,
@@ -252,8 +252,15 @@ def train_planner_grpo(
         for r in _records(retained_states)
     ]
     reward = RetrievalReward(memory, *_scoring(memory, questions, params, loop_params))
+    continuation = _policy_continuation(reward, prompt)
     folder, log = run_grpo(
-        start.folder, rows, reward, settings, params.get("torch_threads"), mlflow_step_logger()
+        start.folder,
+        rows,
+        reward,
+        settings,
+        params.get("torch_threads"),
+        mlflow_step_logger(),
+        on_policy=continuation and continuation.attach,
     )
     report = {
         "start": {"folder": str(start.folder), "version": start.version},
@@ -262,6 +269,7 @@ def train_planner_grpo(
         "completions_scored": reward.completions,
         "parse_failures": reward.parse_failures,
         "cut_off": reward.cut_off,
+        **({"continuation": continuation.report()} if continuation else {}),
         **log.summary(),
         "reward_curve": log.curve("reward"),
         "reward_std_curve": log.curve("reward_std"),
@@ -306,6 +314,16 @@ def _scoring(
         return loop, reward, None
     replay = TrajectoryReplay(from_frame(questions, Question), memory, collection_roles(), loop)
     return loop, reward, replay
+
+
+def _policy_continuation(
+    reward: RetrievalReward, prompt: dict[str, Any]
+) -> PolicyContinuation | None:
+    """With ``training.reward.continuation: policy``, what hands the model GRPO trains to the
+    replay that plays the rounds after each sampled plan."""
+    if reward.replay is None or reward.reward.continuation != "policy":
+        return None
+    return PolicyContinuation(reward.replay, prompt)
 
 
 def _grpo_start(sft_planners: PlannerModelStore, params: dict[str, Any]) -> PlannerModel:
