@@ -28,7 +28,8 @@ from mera_pipelines.core.llm.transformers_backend import TransformersBackend
 from mera_pipelines.core.loop import LoopSettings, Roles, run_mera
 from mera_pipelines.core.memory import MemoryIndex
 from mera_pipelines.core.records import Intent, Question
-from mera_pipelines.core.roles.planner import LLMPlanner, Planner, PlannerState, PlanResult
+from mera_pipelines.core.roles.planner import Planner, PlannerState, PlanResult
+from mera_pipelines.core.training.states import prompted_planner
 
 
 class ReplayMismatch(ConfigError):
@@ -128,14 +129,8 @@ class PolicyContinuation:
 
     def attach(self, model: Any, tokenizer: Any) -> None:
         self.backend = TransformersBackend.from_loaded(model, tokenizer, "policy")
-        planner = LLMPlanner(
-            self.backend,
-            graph_chars=self.prompt["graph_chars"],
-            max_tokens=self.prompt["max_tokens"],
-            draft=self.prompt.get("draft", False),
-            complement=self.prompt.get("complement", False),
-        )
-        self.replay.play_on_with(planner)
+        complement = self.prompt.get("complement", False)
+        self.replay.play_on_with(prompted_planner(self.backend, self.prompt, complement))
 
     def report(self) -> dict[str, Any]:
         usage = self.backend.usage if self.backend else None

@@ -150,11 +150,21 @@ def make_teacher(backend: LLMBackend | None, prompt: dict[str, Any]) -> Planner:
     student will see (``prompt``: graph_chars, draft and max_tokens, as ``training.prompt``)."""
     if backend is None:
         return HeuristicPlanner()
+    return prompted_planner(backend, prompt)
+
+
+def prompted_planner(
+    backend: LLMBackend, prompt: dict[str, Any], complement: bool = False
+) -> LLMPlanner:
+    """An LLM planner over ``backend`` that renders the ``training.prompt`` settings' prompt
+    (graph cut, draft plan, reply limit); ``complement``: the heuristic's intents follow its
+    own, as a complementing trained planner deploys them."""
     return LLMPlanner(
         backend,
         graph_chars=prompt["graph_chars"],
         max_tokens=prompt["max_tokens"],
         draft=prompt.get("draft", False),
+        complement=complement,
     )
 
 
