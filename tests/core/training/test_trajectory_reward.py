@@ -15,6 +15,7 @@ from mera_pipelines.core.training.continuation import (
     PolicyContinuation,
     ReplayMismatch,
     TrajectoryReplay,
+    continuation_report,
 )
 from mera_pipelines.core.training.reward import RewardSettings
 from mera_pipelines.core.training.rollouts import RetrievalReward, score_at_state
@@ -139,6 +140,7 @@ def test_the_policy_plans_the_rounds_after_the_sampled_plan(memory, roles, state
     replay = TrajectoryReplay([QUESTION], memory, roles, two_rounds)
     # the teacher follows the anchor Jonas to his dog in round 2
     assert score_at_state(first, gym, memory, two_rounds, TRAJECTORY, replay).reward == 1.0
+    assert continuation_report(replay) == {"planner": "teacher", "replays": 1, "later_rounds": 1}
     continuation = PolicyContinuation(replay, planner_prompt_settings({}))
     continuation.attach(*pasta_policy)
     # the policy searches pasta instead: round 2 shows Theo's dinner and the dog is missed
@@ -146,6 +148,8 @@ def test_the_policy_plans_the_rounds_after_the_sampled_plan(memory, roles, state
     assert outcome.retrieved_turn_ids == ["D1:1", "D3:1"] and outcome.reward == pytest.approx(0.5)
     assert continuation.report() == {
         "planner": "policy",
+        "replays": 2,
+        "later_rounds": 2,  # the teacher's round 2 above, the policy's here
         "calls": 1,
         "repaired_calls": 0,
         "failed_calls": 0,
@@ -211,11 +215,14 @@ def test_grpo_node_scores_with_the_replay_of_the_synthetic_questions(
     retained = to_frame(states[:1], PlannerStateRecord)
     questions = to_frame([QUESTION], Question)
     loop = {"turns_first_round": 1, "turns_per_round": 1, "max_rounds": 4, "exhaustion_rounds": 4}
-    for horizon, expected in (("round", 0.5), ("trajectory", 1.0)):
-        params = {"reward": {"horizon": horizon}}
-        _, report, _ = nodes.train_planner_grpo(retained, None, memory, questions, params, loop)
-        assert scored["rewards"] == [pytest.approx(expected)]
-        assert "continuation" not in report
+    params = {"reward": {"horizon": "round"}}
+    _, report, _ = nodes.train_planner_grpo(retained, None, memory, questions, params, loop)
+    assert scored["rewards"] == [pytest.approx(0.5)] and "continuation" not in report
+    params = {"reward": {"horizon": "trajectory"}}
+    _, report, _ = nodes.train_planner_grpo(retained, None, memory, questions, params, loop)
+    assert scored["rewards"] == [pytest.approx(1.0)]
+    # the teacher played rounds 2-4 after the plan's (following the anchor Jonas to his dog)
+    assert report["continuation"] == {"planner": "teacher", "replays": 1, "later_rounds": 3}
     # the model GRPO trains plans rounds 2-4 (pasta; a repeat of it is no new query, so the
     # heuristic steps in and the dog is still found within the four rounds)
     params = {"reward": {"horizon": "trajectory", "continuation": "policy"}}

@@ -46,13 +46,15 @@ class _PlanAtRound:
     intents: list[Intent]
     after: Planner | None = None
     name: str = "sampled plan, then the teacher"
+    later_rounds: int = 0  # rounds planned after the sampled plan's
 
     def plan(self, state: PlannerState) -> PlanResult:
         if state.round_index == self.round_index:
             return PlanResult(intents=list(self.intents))
-        if state.round_index > self.round_index and self.after is not None:
-            return self.after.plan(state)
-        return self.teacher.plan(state)
+        if state.round_index < self.round_index:
+            return self.teacher.plan(state)
+        self.later_rounds += 1
+        return (self.after or self.teacher).plan(state)
 
 
 class TrajectoryReplay:
@@ -74,6 +76,9 @@ class TrajectoryReplay:
         self.roles = roles
         self.loop = loop
         self.replays = 0
+        # rounds the loop ran on after a sampled plan's, over all replays: how often the
+        # continuation (teacher or policy) had a say in the reward at all
+        self.later_rounds = 0
         self.planner_after: Planner | None = None
 
     def play_on_with(self, planner: Planner) -> None:
@@ -105,6 +110,7 @@ class TrajectoryReplay:
         loop = replace(self.loop, min_rounds=max(self.loop.min_rounds, round_index))
         trajectory = run_mera(question, self.memory, roles, loop, system="replay", on_plan=check)
         self.replays += 1
+        self.later_rounds += planner.later_rounds
         if not arrived or arrived[0] != list(viewed_before):
             raise ReplayMismatch(
                 f"reward.horizon trajectory: the replay of question '{question_id}' does not "
@@ -135,9 +141,15 @@ class PolicyContinuation:
     def report(self) -> dict[str, Any]:
         usage = self.backend.usage if self.backend else None
         return {
-            "planner": "policy",
+            **continuation_report(self.replay, "policy"),
             "calls": usage.calls if usage else 0,
             "repaired_calls": usage.repaired_calls if usage else 0,
             # replies that stayed unusable after the re-ask: the heuristic planned that round
             "failed_calls": usage.failed_calls if usage else 0,
         }
+
+
+def continuation_report(replay: TrajectoryReplay, planner: str = "teacher") -> dict[str, Any]:
+    """How much of the trajectory reward the rounds after the sampled plans decided: the
+    replays scored and the later rounds planned in them (by ``planner``)."""
+    return {"planner": planner, "replays": replay.replays, "later_rounds": replay.later_rounds}

@@ -20,7 +20,11 @@ from mera_pipelines.core.roles.planner import (
     plan_template,
     render_plan_prompt,
 )
-from mera_pipelines.core.training.continuation import PolicyContinuation, TrajectoryReplay
+from mera_pipelines.core.training.continuation import (
+    PolicyContinuation,
+    TrajectoryReplay,
+    continuation_report,
+)
 from mera_pipelines.core.training.model_store import (
     PlannerModel,
     PlannerModelStore,
@@ -269,7 +273,7 @@ def train_planner_grpo(
         "completions_scored": reward.completions,
         "parse_failures": reward.parse_failures,
         "cut_off": reward.cut_off,
-        **({"continuation": continuation.report()} if continuation else {}),
+        **_continuation_summary(reward, continuation),
         **log.summary(),
         "reward_curve": log.curve("reward"),
         "reward_std_curve": log.curve("reward_std"),
@@ -324,6 +328,18 @@ def _policy_continuation(
     if reward.replay is None or reward.reward.continuation != "policy":
         return None
     return PolicyContinuation(reward.replay, prompt)
+
+
+def _continuation_summary(
+    reward: RetrievalReward, continuation: PolicyContinuation | None
+) -> dict[str, Any]:
+    """With the trajectory reward, who played the rounds after the sampled plans, and how
+    many such rounds there were (few: the reward is mostly the plan's own round's)."""
+    if continuation is not None:
+        return {"continuation": continuation.report()}
+    if reward.replay is not None:
+        return {"continuation": continuation_report(reward.replay)}
+    return {}
 
 
 def _grpo_start(sft_planners: PlannerModelStore, params: dict[str, Any]) -> PlannerModel:
