@@ -20,7 +20,8 @@ run resumes where it stopped and two planners can run in two processes (one core
         --planner grpo=data/06_models/planner/<version>
     # or one planner per process, then: --summarise-only with all --planner flags;
     # one planner in two processes: --shard 0/2 and --shard 1/2 (each takes every 2nd question)
-    # seeds of one configuration: --average grpo=grpo_s0+grpo_s1 adds their per-question mean;
+    # seeds of one configuration: --average grpo=grpo_s0+grpo_s1 adds their per-question mean
+    # (with --reference, "agreement" counts the questions where k seeds are higher, none lower);
     # --best-of oracle=heuristic+grpo adds the better of the two per question (headroom, not a
     # planner); every paired difference also counts the questions a planner is higher and lower
     # planners scored in an earlier comparison of the same memory and loop:
@@ -277,6 +278,39 @@ def best_rows(member_rows: list[dict[str, dict[str, Any]]]) -> dict[str, dict[st
     }
 
 
+def member_agreement(
+    member_rows: list[dict[str, dict[str, Any]]],
+    reference_rows: dict[str, dict[str, Any]],
+    common: list[str],
+) -> dict[str, Any]:
+    """Whether an average's gain over the reference is the members' shared behaviour or their
+    scatter: per question, how many members are higher and lower in final recall.
+    ``higher_only[k]`` counts the questions where k members are higher and none lower (and
+    ``lower_only`` the reverse); ``mixed`` some of each; ``same`` every member level."""
+    higher_only: dict[str, int] = {}
+    lower_only: dict[str, int] = {}
+    mixed = same = 0
+    for qid in common:
+        diffs = [rows[qid]["final"] - reference_rows[qid]["final"] for rows in member_rows]
+        up = sum(d > SAME_RECALL for d in diffs)
+        down = sum(d < -SAME_RECALL for d in diffs)
+        if up and down:
+            mixed += 1
+        elif up:
+            higher_only[str(up)] = higher_only.get(str(up), 0) + 1
+        elif down:
+            lower_only[str(down)] = lower_only.get(str(down), 0) + 1
+        else:
+            same += 1
+    return {
+        "members": len(member_rows),
+        "higher_only": dict(sorted(higher_only.items())),
+        "lower_only": dict(sorted(lower_only.items())),
+        "mixed": mixed,
+        "same": same,
+    }
+
+
 def results_file(name: str, out: Path, results_from: list[Path] = ()) -> Path | None:
     """A planner's per-question results: next to ``out``, else next to the first of the other
     comparisons (``--results-from``) that has them; None when there are none."""
@@ -294,6 +328,7 @@ def summarise(
     averages: dict[str, list[str]] | None = None,
     results_from: list[Path] = (),
     best_of: dict[str, list[str]] | None = None,
+    reference: str | None = None,
 ) -> dict[str, Any]:
     files = {name: results_file(name, out, results_from) for name in names}
     missing = [name for name, path in files.items() if path is None]
@@ -333,6 +368,13 @@ def summarise(
     result["by_category"] = recall_by_category(
         rows, names, [q for q in questions if q.question_id in compared]
     )
+    if reference in rows:
+        # how each average's members agree against the reference (--average of seeds)
+        result["agreement"] = {
+            name: member_agreement([rows[m] for m in members], rows[reference], common)
+            for name, members in (averages or {}).items()
+            if reference not in members
+        }
     for i, first in enumerate(names):
         for second in names[i + 1 :]:
             for key in ("final", "round1"):
@@ -531,7 +573,9 @@ def main() -> None:
         "averages": averages,
         "best_of": best_of,
         "results_from": [str(path) for path in args.results_from],
-        **summarise(planner_names, questions, out, averages, args.results_from, best_of),
+        **summarise(
+            planner_names, questions, out, averages, args.results_from, best_of, args.reference
+        ),
     }
     write_json(out, result)
     print(f"figure: {plot_summary(result, out.with_suffix('.png'), args.reference)}")

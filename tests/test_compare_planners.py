@@ -118,6 +118,32 @@ def test_an_average_row_pairs_the_members_per_question_mean(tmp_path, compare):
     assert (pair["higher"], pair["lower"]) == (1, 1)
 
 
+def test_agreement_counts_how_many_members_beat_the_reference_per_question(tmp_path, compare):
+    out = tmp_path / "compare.json"
+    _write(out, "heuristic", {"q1": (0.5, 0.5), "q2": (0.0, 1.0), "q3": (1.0, 1.0), "q4": (0, 0)})
+    _write(out, "seed0", {"q1": (1.0, 1.0), "q2": (0.0, 0.5), "q3": (1.0, 1.0), "q4": (0, 0.5)})
+    _write(out, "seed1", {"q1": (1.0, 1.0), "q2": (0.0, 1.0), "q3": (1.0, 1.0), "q4": (0, 0)})
+    _write(out, "seed2", {"q1": (0.5, 1.0), "q2": (0.0, 0.5), "q3": (1.0, 1.0), "q4": (0, 0)})
+    seeds = {"seeds": ["seed0", "seed1", "seed2"]}
+    names = ["heuristic", "seed0", "seed1", "seed2"]
+    questions = _questions("q1", "q2", "q3", "q4")
+    summary = compare.summarise(names, questions, out, seeds, reference="heuristic")
+    # q1: all three higher; q2: two lower, one level; q3: all level; q4: one higher
+    assert summary["agreement"]["seeds"] == {
+        "members": 3,
+        "higher_only": {"1": 1, "3": 1},
+        "lower_only": {"2": 1},
+        "mixed": 0,
+        "same": 1,
+    }
+    # no reference, or an average that holds it: nothing to count against
+    assert "agreement" not in compare.summarise(names, questions, out, seeds)
+    with_it = {"with": ["heuristic", "seed0"]}
+    assert (
+        compare.summarise(names, questions, out, with_it, reference="heuristic")["agreement"] == {}
+    )
+
+
 def test_a_best_of_row_takes_the_better_member_per_question(tmp_path, compare):
     out = tmp_path / "compare.json"
     _write(out, "heuristic", {"q1": (0.5, 0.5), "q2": (0.0, 1.0), "q3": (1.0, 1.0)})
