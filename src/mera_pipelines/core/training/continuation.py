@@ -150,6 +150,6 @@ class PolicyContinuation:
 
 
 def continuation_report(replay: TrajectoryReplay, planner: str = "teacher") -> dict[str, Any]:
-    """How much of the trajectory reward the rounds after the sampled plans decided: the
+    """How often rounds after the sampled plans could change the trajectory reward at all: the
     replays scored and the later rounds planned in them (by ``planner``)."""
     return {"planner": planner, "replays": replay.replays, "later_rounds": replay.later_rounds}
