@@ -99,6 +99,43 @@ def test_a_complementing_plan_is_scored_with_the_heuristics_intents_after_its_ow
     ) == [pytest.approx(1.0)]
 
 
+def test_teacher_regret_charges_a_sample_what_the_teachers_plan_recovers_beyond_it(memory):
+    weight = 0.5
+    reward = RetrievalReward(memory, LOOP, RewardSettings(teacher_regret=weight))
+    hit, miss = plan("Jonas dog Pepper vizsla"), plan("Theo cooked pasta dinner")
+    texts = [hit, miss, "garbage"]
+    logged = {}
+    columns = dict(
+        memory_id=["m"] * 3,
+        gold_turn_ids=[["D1:1", "D2:1"]] * 3,
+        viewed_turn_ids=[["D1:1"]] * 3,
+        round_index=[2] * 3,
+    )
+    completions = [[{"role": "assistant", "content": t}] for t in texts]
+    # the teacher recovers D2:1 (R_ret 1.0): the hit pays nothing, the miss and the
+    # unparseable output pay weight x 1.0 on top, so failing to parse stays the worst
+    values = reward(
+        [[]] * 3, completions, **columns, teacher_plan=[hit] * 3, log_metric=logged.__setitem__
+    )
+    assert values == [
+        pytest.approx(1.0),
+        pytest.approx(-weight),
+        pytest.approx(REWARD.unparseable - weight),
+    ]
+    assert logged["teacher_regret"] == pytest.approx(2 / 3)
+    assert reward.regretted == 2
+    # a teacher plan that misses charges nobody: a sample beating it earns only its own R_ret
+    assert reward([[]] * 3, completions, **columns, teacher_plan=[miss] * 3) == [
+        pytest.approx(1.0),
+        0.0,
+        REWARD.unparseable,
+    ]
+    with pytest.raises(ConfigError, match="teacher_plan"):
+        reward([[]] * 3, completions, **columns)
+    with pytest.raises(ConfigError, match="teacher_regret"):
+        RewardSettings.from_params({"teacher_regret": -1})
+
+
 def test_complement_column_holds_the_heuristic_plan_at_the_state(memory, roles):
     records, _ = collect_states([QUESTION], memory, roles, LOOP, HeuristicPlanner())
     for record in records:

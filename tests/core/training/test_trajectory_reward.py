@@ -206,8 +206,9 @@ def test_grpo_node_scores_with_the_replay_of_the_synthetic_questions(
         if on_policy is not None:
             on_policy(*pasta_policy)
         columns = {key: [row[key] for row in rows] for key in rows[0] if key != "prompt"}
-        gym = [{"role": "assistant", "content": plan("Maya met Jonas at the climbing gym")}]
-        scored["rewards"] = reward_function([None] * len(rows), [gym] * len(rows), **columns)
+        text = scored.get("completion", plan("Maya met Jonas at the climbing gym"))
+        reply = [{"role": "assistant", "content": text}]
+        scored["rewards"] = reward_function([None] * len(rows), [reply] * len(rows), **columns)
         return tmp_path, Log()
 
     monkeypatch.setattr(nodes, "run_grpo", fake_grpo)
@@ -229,3 +230,9 @@ def test_grpo_node_scores_with_the_replay_of_the_synthetic_questions(
     _, report, _ = nodes.train_planner_grpo(retained, None, memory, questions, params, loop)
     assert scored["rewards"] == [pytest.approx(1.0)]
     assert report["continuation"]["planner"] == "policy" and report["continuation"]["calls"] >= 1
+    # with teacher_regret the rows carry the teacher's plan: a plan that misses what it finds
+    # (the gym turn, half the gold) pays that on top of earning nothing
+    scored["completion"] = plan("Theo cooked pasta for dinner")
+    params = {"reward": {"teacher_regret": 1.0}}
+    _, report, _ = nodes.train_planner_grpo(retained, None, memory, questions, params, loop)
+    assert scored["rewards"] == [pytest.approx(-0.5)] and report["below_teacher"] == 1

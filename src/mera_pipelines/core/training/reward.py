@@ -17,6 +17,10 @@ With ``horizon: trajectory`` the same formula counts, as ``x``, the missing gold
 output's search and the rest of the question's trajectory after it recover (the loop run on
 with the teacher's roles, ``core.training.continuation``); with ``continuation: policy`` the
 later rounds are planned by the planner being trained, as they will be in evaluation.
+
+With ``teacher_regret`` w > 0, a plan's reward also pays ``w * max(0, R_teacher - R_own)``:
+``R_teacher`` is the ``R_ret`` the teacher's plan earns at the same state (``R_own`` is 0 for an
+unparseable output, so failing to parse never beats a plan that misses).
 """
 
 from __future__ import annotations
@@ -56,12 +60,20 @@ class RewardSettings:
     # with horizon trajectory, who plans the rounds after the plan's: the teacher (heuristic)
     # or the policy being trained, greedy, as evaluation runs it (its other roles stay heuristic)
     continuation: str = "teacher"
+    # Weight of the regret against the teacher: a plan is charged this times what the
+    # teacher's plan at the same state earns (R_ret, no format penalties) beyond its own, so a
+    # plan that recovers less than the rules would costs more than its shortfall, and one that
+    # recovers more earns only its own R_ret. 0: off (the reward above). Per sample, not per
+    # state: a per-state constant is cancelled by GRPO's group normalisation.
+    teacher_regret: float = 0.0
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None) -> RewardSettings:
         settings = settings_from_params(cls, params, "reward")
         if settings.penalty < 0 or settings.unparseable > 0:
             raise ConfigError("reward.penalty must be >= 0 and reward.unparseable <= 0")
+        if settings.teacher_regret < 0:
+            raise ConfigError(f"reward.teacher_regret must be >= 0, got {settings.teacher_regret}")
         if settings.horizon not in HORIZONS:
             raise ConfigError(
                 f"reward.horizon must be one of {list(HORIZONS)}, got {settings.horizon!r}"

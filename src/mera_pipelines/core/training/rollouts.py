@@ -26,6 +26,7 @@ from mera_pipelines.core.training.reward import (
     RewardSettings,
     gold_progress,
     parse_plan_output,
+    retrieval_reward,
     total_reward,
 )
 from mera_pipelines.core.training.states import PlannerStateRecord
@@ -43,6 +44,12 @@ class RolloutOutcome:
     penalty: float
     retrieved_turn_ids: list[str] = field(default_factory=list)
     cut_off: bool = False  # by the token limit (so also parse_failed)
+    retrieval: float = 0.0  # R_ret alone: no format penalty; 0 if unparseable
+
+
+def teacher_regret(own: RolloutOutcome, teacher: RolloutOutcome) -> float:
+    """What the teacher's plan at the state earns (R_ret) beyond this output: 0 if not more."""
+    return max(0.0, teacher.retrieval - own.retrieval)
 
 
 def score_completion(
@@ -84,6 +91,7 @@ def score_completion(
     progress = gold_progress(gold_turn_ids, viewed_turn_ids, retrieved)
     return RolloutOutcome(
         reward=total_reward(plan, progress, reward),
+        retrieval=retrieval_reward(progress.recovered_share, progress.found_share),
         recovered_share=progress.recovered_share,
         found_share=progress.found_share,
         new_gold_hits=len(progress.new_hits),
@@ -187,7 +195,9 @@ def completion_text(completion: Any) -> str:
 
 class RetrievalReward:
     """The GRPO reward function: each completion's intents searched over the memory its row
-    names; gold, viewed turns and the round are dataset columns. Keeps running totals."""
+    names; gold, viewed turns and the round are dataset columns. Keeps running totals.
+    With ``reward.teacher_regret`` the rows' ``teacher_plan`` column is scored too, once per
+    state, and each completion pays its regret against it."""
 
     __name__ = "retrieval_reward"  # trl names the reward's logged metrics after this
 
@@ -205,6 +215,7 @@ class RetrievalReward:
         self.completions = 0
         self.parse_failures = 0
         self.cut_off = 0  # of the parse failures, completions cut off by the token limit
+        self.regretted = 0  # completions that earned less than the teacher's plan at the state
 
     def __call__(
         self,
@@ -216,6 +227,7 @@ class RetrievalReward:
         round_index: list[int],
         question_id: list[str] | None = None,
         complement_plan: list[str] | None = None,
+        teacher_plan: list[str] | None = None,
         log_metric: Callable[[str, float], None] | None = None,
         **_: Any,
     ) -> list[float]:
@@ -223,9 +235,10 @@ class RetrievalReward:
         complements = [
             parse_intents(json.loads(plan)) if plan else [] for plan in complement_plan or []
         ]
-        outcomes = [
-            score_completion(
-                completion_text(completion),
+
+        def score(text: str, i: int) -> RolloutOutcome:
+            return score_completion(
+                text,
                 memory_id[i],
                 gold_turn_ids[i],
                 viewed_turn_ids[i],
@@ -237,8 +250,31 @@ class RetrievalReward:
                 question_id[i] if question_id else "",
                 complements[i] if complements else (),
             )
-            for i, completion in enumerate(completions)
-        ]
+
+        outcomes = [score(completion_text(c), i) for i, c in enumerate(completions)]
+        rewards = [o.reward for o in outcomes]
+        regrets: list[float] = []
+        if self.reward.teacher_regret > 0:
+            if not teacher_plan:
+                raise ConfigError("reward.teacher_regret needs the rows' teacher_plan column")
+            # a group's completions share their state: score its teacher plan once
+            taught: dict[tuple, RolloutOutcome] = {}
+            for i, outcome in enumerate(outcomes):
+                key = (
+                    memory_id[i],
+                    question_id[i] if question_id else "",
+                    round_index[i],
+                    tuple(viewed_turn_ids[i]),
+                    tuple(gold_turn_ids[i]),
+                    teacher_plan[i],
+                )
+                if key not in taught:
+                    taught[key] = score(teacher_plan[i], i)
+                regrets.append(teacher_regret(outcome, taught[key]))
+            rewards = [
+                r - self.reward.teacher_regret * g for r, g in zip(rewards, regrets, strict=True)
+            ]
+            self.regretted += sum(g > 0 for g in regrets)
         self.completions += len(outcomes)
         failures = sum(o.parse_failed for o in outcomes)
         self.parse_failures += failures
@@ -251,7 +287,9 @@ class RetrievalReward:
             log_metric("cut_off_rate", cut_off / len(outcomes))
             # short or long queries, too many intents or entities: is the format learnt?
             log_metric("format_penalty", sum(o.penalty for o in outcomes) / len(outcomes))
-        return [o.reward for o in outcomes]
+            if regrets:  # how far below the teacher's plan the samples fall, on average
+                log_metric("teacher_regret", sum(regrets) / len(regrets))
+        return rewards
 
 
 # ---- rollout filtering ----------------------------------------------------------------------

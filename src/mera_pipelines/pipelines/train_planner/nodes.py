@@ -252,6 +252,8 @@ def train_planner_grpo(
             "question_id": r.question_id,
             # a complementing planner is scored with the heuristic's intents after its own
             "complement_plan": complement_column(r) if prompt["complement"] else "",
+            # with reward.teacher_regret each sample is scored against the teacher's plan
+            "teacher_plan": r.teacher_output,
         }
         for r in _records(retained_states)
     ]
@@ -273,6 +275,7 @@ def train_planner_grpo(
         "completions_scored": reward.completions,
         "parse_failures": reward.parse_failures,
         "cut_off": reward.cut_off,
+        "below_teacher": reward.regretted,
         **_continuation_summary(reward, continuation),
         **log.summary(),
         "reward_curve": log.curve("reward"),
@@ -281,6 +284,7 @@ def train_planner_grpo(
         "parse_failure_curve": log.curve("parse_failure_rate"),
         "cut_off_curve": log.curve("cut_off_rate"),
         "format_penalty_curve": log.curve("format_penalty"),
+        "teacher_regret_curve": log.curve("teacher_regret"),
     }
     metadata = {
         **{k: v for k, v in start.metadata.items() if k not in ("version", "stage")},
