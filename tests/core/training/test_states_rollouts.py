@@ -123,7 +123,7 @@ def test_teacher_regret_charges_a_sample_what_the_teachers_plan_recovers_beyond_
         pytest.approx(REWARD.unparseable - weight),
     ]
     assert logged["teacher_regret"] == pytest.approx(2 / 3)
-    assert reward.regretted == 2
+    assert reward.below_teacher == 2
     # a teacher plan that misses charges nobody: a sample beating it earns only its own R_ret
     assert reward([[]] * 3, completions, **columns, teacher_plan=[miss] * 3) == [
         pytest.approx(1.0),

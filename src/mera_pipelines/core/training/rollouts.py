@@ -215,7 +215,7 @@ class RetrievalReward:
         self.completions = 0
         self.parse_failures = 0
         self.cut_off = 0  # of the parse failures, completions cut off by the token limit
-        self.regretted = 0  # completions that earned less than the teacher's plan at the state
+        self.below_teacher = 0  # completions that earned less than the teacher's plan at the state
 
     def __call__(
         self,
@@ -274,7 +274,7 @@ class RetrievalReward:
             rewards = [
                 r - self.reward.teacher_regret * g for r, g in zip(rewards, regrets, strict=True)
             ]
-            self.regretted += sum(g > 0 for g in regrets)
+            self.below_teacher += sum(g > 0 for g in regrets)
         self.completions += len(outcomes)
         failures = sum(o.parse_failed for o in outcomes)
         self.parse_failures += failures

@@ -275,7 +275,7 @@ def train_planner_grpo(
         "completions_scored": reward.completions,
         "parse_failures": reward.parse_failures,
         "cut_off": reward.cut_off,
-        "below_teacher": reward.regretted,
+        "below_teacher": reward.below_teacher,
         **_continuation_summary(reward, continuation),
         **log.summary(),
         "reward_curve": log.curve("reward"),
