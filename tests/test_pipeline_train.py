@@ -88,6 +88,7 @@ def test_trained_planner_is_a_versioned_model_with_metadata_and_artifact(project
     assert metadata["prompt"]["graph_chars"] > 0
     assert metadata["prompt"]["draft"] is False
     assert metadata["prompt"]["complement"] is False
+    assert metadata["prompt"]["hints"] is False
     assert (version / "config.json").is_file()
     [(run_id, status)] = sql(project, "SELECT run_uuid, status FROM runs")
     assert status == "FINISHED"
@@ -145,7 +146,7 @@ def test_grpo_continues_from_a_trained_planner(project, train_run):
     params = (
         "training.torch_threads=1,training.grpo.steps=1,training.grpo.num_generations=2,"
         f"training.grpo.max_completion_length=8,training.grpo_start={first},"
-        "training.prompt.draft=true,training.prompt.complement=true"
+        "training.prompt.draft=true,training.prompt.complement=true,training.prompt.hints=true"
     )
     result = kedro_cli(
         project, "run", "--pipeline=train", "--nodes=train_planner_grpo", f"--params={params}"
@@ -158,6 +159,7 @@ def test_grpo_continues_from_a_trained_planner(project, train_run):
     assert metadata["start_stage"] == "grpo"
     assert metadata["prompt"]["draft"] is True  # the prompt GRPO trained with, not the start's
     assert metadata["prompt"]["complement"] is True  # its reward added the heuristic's intents
+    assert metadata["prompt"]["hints"] is True
     assert metadata["train_memory_ids"] == ["demo-1", "demo-2"]
     report = json.loads((project / "data/08_reporting/grpo_report.json").read_text())
     assert report["start"]["folder"] == str(first)

@@ -12,6 +12,7 @@ from mera_pipelines.core.roles.planner import (
     is_repeat,
     parse_intents,
     plan_template,
+    question_topics,
     render_plan_prompt,
 )
 from tests.support import openai_stub
@@ -104,6 +105,44 @@ def test_the_draft_prompt_carries_the_heuristic_plan_for_the_same_state():
     assert heuristic_plan in with_draft["content"] and "Jonas" in heuristic_plan
     assert "draft" not in plain["content"] and heuristic_plan not in plain["content"]
     assert "${" not in with_draft["content"]  # every placeholder filled
+
+
+def test_the_hints_prompt_names_the_questions_topic_labels_and_names():
+    topics = question_topics(QUESTION)
+    assert topics  # the dog and gym question has labels, as the heuristic's first intent
+    assert HeuristicPlanner().plan(state()).intents[0].topics == topics
+
+    for template in (plan_template(), plan_template(draft=True)):
+        [_, hinted] = render_plan_prompt(template, state(), hints=True)
+        [_, plain] = render_plan_prompt(template, state())
+        assert (
+            f"Question topics: {', '.join(topics)}\nNames in the question: Maya\n"
+            in (hinted["content"])
+        )
+        assert "Question topics" not in plain["content"] and "${" not in plain["content"]
+        # off, the prompt is the one planners trained before the option saw
+        assert (
+            hinted["content"].replace(
+                f"\nQuestion topics: {', '.join(topics)}\nNames in the question: Maya", ""
+            )
+            == plain["content"]
+        )
+
+
+def test_hints_say_none_when_a_question_has_no_labels_or_names():
+    bare = PlannerState("when did it happen?", "", [], [], [], [], 1)
+    [_, hinted] = render_plan_prompt(plan_template(), bare, hints=True)
+    assert "Question topics: (none)\nNames in the question: (none)" in hinted["content"]
+
+
+def test_llm_planner_with_hints_sends_them(stub_server):
+    reply = {"intents": [{"desired_fact": "dog breed", "entities": ["Maya"], "topics": []}]}
+    stub_server.enqueue(Reply(json.dumps(reply)), Reply(json.dumps(reply)))
+    backend = OpenAIBackend("planner-model", base_url=stub_server.base_url, api_key="k")
+    LLMPlanner(backend, hints=True).plan(state())
+    LLMPlanner(backend).plan(state())
+    hinted, plain = (r.messages[-1]["content"] for r in stub_server.chat_requests)
+    assert "Names in the question: Maya" in hinted and "Names in the question" not in plain
 
 
 def test_llm_planner_with_draft_sends_the_draft_prompt(stub_server):

@@ -142,7 +142,7 @@ def use_trained_planner(
     prompt = model.prompt_settings
     planner_params = role_params.setdefault("planner", {})
     planner_params.setdefault("graph_chars", prompt.get("graph_chars"))
-    for option in ("draft", "complement"):  # planners trained before them have no such key
+    for option in ("draft", "complement", "hints"):  # planners trained before them have no such key
         if prompt.get(option):
             planner_params.setdefault(option, True)
     if prompt.get("max_tokens"):

@@ -59,6 +59,17 @@ def test_a_planner_trained_to_complement_the_heuristic_is_evaluated_so(tmp_path)
     assert role_params == {"planner": {"graph_chars": 321, "complement": True}}
 
 
+def test_a_planner_trained_with_hints_is_evaluated_with_them(tmp_path):
+    model = PlannerModel(
+        model_folder(tmp_path), {"prompt": {"graph_chars": 321, "hints": True, "draft": False}}
+    )
+    role_params: dict = {}
+
+    use_trained_planner(model, {}, {}, role_params)
+
+    assert role_params == {"planner": {"graph_chars": 321, "hints": True}}
+
+
 def test_a_bad_backend_setting_is_named_in_the_error(tmp_path):
     model = PlannerModel(model_folder(tmp_path), {"prompt": {}})
 

@@ -22,7 +22,13 @@ from mera_pipelines.core.errors import LLMCallError
 from mera_pipelines.core.llm import ChatMessage, LLMBackend
 from mera_pipelines.core.records import Intent
 from mera_pipelines.core.roles.common import build_role, load_prompt, render_messages, spent_tokens
-from mera_pipelines.core.text import content_words, detect_topics, proper_names, tokenize
+from mera_pipelines.core.text import (
+    GENERAL_TOPIC,
+    content_words,
+    detect_topics,
+    proper_names,
+    tokenize,
+)
 
 DEFAULT_PLAN_PROMPT = "plan.txt"
 # the same prompt with the heuristic planner's plan for the state as a draft to edit
@@ -115,6 +121,21 @@ def dedupe_intents(intents: list[Intent], history: list[str], limit: int) -> lis
     return kept
 
 
+def question_topics(question: str) -> list[str]:
+    """The coarse topic labels ("hobbies") the heuristic planner gives a question's intents."""
+    return [t for t in detect_topics(question, max_topics=2) if t != GENERAL_TOPIC]
+
+
+def question_hints(question: str) -> str:
+    """The prompt lines of ``hints``: the question's topic labels and names, as the heuristic
+    planner reads them, for a learned planner to copy rather than infer. A small model
+    trained on synthetic questions leaves the labels out of real questions' plans
+    (docs/benchmarks.md, forty-eighth session); given here, they need no inferring."""
+    topics = ", ".join(question_topics(question)) or "(none)"
+    names = ", ".join(proper_names(question)) or "(none)"
+    return f"\nQuestion topics: {topics}\nNames in the question: {names}"
+
+
 @dataclass
 class HeuristicPlanner:
     """Deterministic intents: the question, its key terms, then follow-ups on new anchors.
@@ -139,11 +160,7 @@ class HeuristicPlanner:
         question = state.question
         names = proper_names(question)
         focus = [w for w in content_words(question) if w.lower() not in {n.lower() for n in names}]
-        topics = (
-            [t for t in detect_topics(question, max_topics=2) if t != "general"]
-            if self.topic_labels
-            else []
-        )
+        topics = question_topics(question) if self.topic_labels else []
         candidates: list[Intent] = []
         if state.round_index == 1:
             candidates.append(Intent(question, names, topics))
@@ -179,12 +196,14 @@ class LLMPlanner:
         graph_chars: int | None = None,
         draft: bool = False,
         complement: bool = False,
+        hints: bool = False,
     ) -> None:
         self.backend = backend
         # a trained planner sees the graph cut as in training (its metadata records the length)
         # and, when it was trained with one, the heuristic's draft plan
         self.graph_chars = graph_chars
         self.template = prompt_template or plan_template(draft)
+        self.hints = hints  # the question's topic labels and names in the prompt
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.max_entities = max_entities
@@ -194,7 +213,7 @@ class LLMPlanner:
         self.name = f"llm:{getattr(backend, 'model_name', 'model')}"
 
     def messages(self, state: PlannerState) -> list[ChatMessage]:
-        return render_plan_prompt(self.template, state, self.graph_chars)
+        return render_plan_prompt(self.template, state, self.graph_chars, self.hints)
 
     def plan(self, state: PlannerState) -> PlanResult:
         try:
@@ -263,12 +282,14 @@ def plan_template(draft: bool = False) -> str:
 
 
 def render_plan_prompt(
-    template: str, state: PlannerState, graph_chars: int | None = None
+    template: str, state: PlannerState, graph_chars: int | None = None, hints: bool = False
 ) -> list[ChatMessage]:
     """The planner's chat messages; training builds its prompts with this very function.
 
     A template with ``${draft}`` gets the heuristic planner's plan for the state, in the reply
     format: a learned planner that starts from it only has to find what the rules miss.
+    ``hints``: lines with the question's topic labels and names follow the question
+    (``question_hints``); off, the prompt is the one planners trained before them saw.
     """
     graph = state.graph_text if graph_chars is None else state.graph_text[:graph_chars]
     values = {
@@ -279,6 +300,7 @@ def render_plan_prompt(
         "uncovered": ", ".join(state.uncovered_words) or "(none)",
         "max_intents": str(state.max_intents),
         "round": str(state.round_index),
+        "hints": question_hints(state.question) if hints else "",
     }
     if "${draft}" in template:
         values["draft"] = intents_to_json(HeuristicPlanner().plan(state).intents)

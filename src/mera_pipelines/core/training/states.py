@@ -157,7 +157,7 @@ def prompted_planner(
     backend: LLMBackend, prompt: dict[str, Any], complement: bool = False
 ) -> LLMPlanner:
     """An LLM planner over ``backend`` that renders the ``training.prompt`` settings' prompt
-    (graph cut, draft plan, reply limit); ``complement``: the heuristic's intents follow its
+    (graph cut, draft plan, hints, reply limit); ``complement``: the heuristic's intents follow its
     own, as a complementing trained planner deploys them."""
     return LLMPlanner(
         backend,
@@ -165,6 +165,7 @@ def prompted_planner(
         max_tokens=prompt["max_tokens"],
         draft=prompt.get("draft", False),
         complement=complement,
+        hints=prompt.get("hints", False),
     )
 
 

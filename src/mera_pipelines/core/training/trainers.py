@@ -115,8 +115,9 @@ class GRPOSettings:
 
 def planner_prompt_settings(training_params: dict[str, Any] | None) -> dict[str, Any]:
     """``training.prompt``: how a planner prompt is cut, whether it carries the heuristic's
-    draft plan, how long its reply may be, and whether the heuristic's intents follow the
-    model's when the plan is searched (``complement``).
+    draft plan or the question's topic labels and names (``hints``), how long its reply may
+    be, and whether the heuristic's intents follow the model's when the plan is searched
+    (``complement``).
 
     The same for the teacher, SFT, filtering, GRPO and, through the planner's metadata,
     evaluation; the reply limit defaults to GRPO's completion length."""
@@ -127,6 +128,7 @@ def planner_prompt_settings(training_params: dict[str, Any] | None) -> dict[str,
         "graph_chars": int(prompt.get("graph_chars", 600)),
         "draft": bool(prompt.get("draft", False)),
         "complement": bool(prompt.get("complement", False)),
+        "hints": bool(prompt.get("hints", False)),
         "max_tokens": int(prompt.get("max_tokens", grpo.max_completion_length)),
     }
 

@@ -116,7 +116,9 @@ def warm_start_planner(
         targets = [[plan] for plan in best]
     examples = []
     for record, plans in zip(records, targets, strict=True):
-        messages = render_plan_prompt(template, record.planner_state(), prompt["graph_chars"])
+        messages = render_plan_prompt(
+            template, record.planner_state(), prompt["graph_chars"], prompt["hints"]
+        )
         examples.extend((messages, plan) for plan in plans)
     variant_examples = len(examples) - len(states)
     skipped = 0
@@ -195,7 +197,9 @@ def filter_training_states(
     )
 
     def sample(record: PlannerStateRecord, n: int) -> list[str]:
-        messages = render_plan_prompt(template, record.planner_state(), prompt["graph_chars"])
+        messages = render_plan_prompt(
+            template, record.planner_state(), prompt["graph_chars"], prompt["hints"]
+        )
         return sampler.sample(messages, n)
 
     loop, reward, replay = _scoring(memory, questions, params, loop_params)
@@ -244,7 +248,9 @@ def train_planner_grpo(
     template = plan_template(prompt["draft"])
     rows = [
         {
-            "prompt": render_plan_prompt(template, r.planner_state(), prompt["graph_chars"]),
+            "prompt": render_plan_prompt(
+                template, r.planner_state(), prompt["graph_chars"], prompt["hints"]
+            ),
             "memory_id": r.memory_id,
             "gold_turn_ids": r.gold_turn_ids,
             "viewed_turn_ids": r.viewed_turn_ids,
