@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from mera_pipelines.core.errors import ConfigError
 from mera_pipelines.core.llm.openai_backend import OpenAIBackend
 from mera_pipelines.core.roles.planner import (
     HeuristicPlanner,
@@ -143,6 +146,12 @@ def test_llm_planner_with_hints_sends_them(stub_server):
     LLMPlanner(backend).plan(state())
     hinted, plain = (r.messages[-1]["content"] for r in stub_server.chat_requests)
     assert "Names in the question: Maya" in hinted and "Names in the question" not in plain
+
+
+def test_hints_with_a_prompt_that_has_no_place_for_them_is_a_clear_error():
+    backend = OpenAIBackend("planner-model", base_url="http://127.0.0.1:9", api_key="k")
+    with pytest.raises(ConfigError, match=r"no \$\{hints\} placeholder"):
+        LLMPlanner(backend, prompt_template="Question: ${question}", hints=True)
 
 
 def test_llm_planner_with_draft_sends_the_draft_prompt(stub_server):

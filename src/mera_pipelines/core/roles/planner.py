@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from mera_pipelines.core.errors import LLMCallError
+from mera_pipelines.core.errors import ConfigError, LLMCallError
 from mera_pipelines.core.llm import ChatMessage, LLMBackend
 from mera_pipelines.core.records import Intent
 from mera_pipelines.core.roles.common import build_role, load_prompt, render_messages, spent_tokens
@@ -204,6 +204,11 @@ class LLMPlanner:
         self.graph_chars = graph_chars
         self.template = prompt_template or plan_template(draft)
         self.hints = hints  # the question's topic labels and names in the prompt
+        if hints and "${hints}" not in self.template:
+            raise ConfigError(
+                "roles.planner.hints: the planner prompt has no ${hints} placeholder "
+                "(put it after ${question}, as prompts/plan.txt does)"
+            )
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.max_entities = max_entities
