@@ -16,7 +16,8 @@ from mera_pipelines.core.training.rollouts import (
     filter_states,
     score_completion,
 )
-from mera_pipelines.core.training.states import collect_states
+from mera_pipelines.core.training.states import collect_states, prompted_planner, record_prompt
+from mera_pipelines.core.training.trainers import planner_prompt_settings
 from tests.core.test_loop import QUESTION, memory, roles  # noqa: F401 (fixtures)
 
 LOOP_PARAMS = {
@@ -141,6 +142,19 @@ def test_complement_column_holds_the_heuristic_plan_at_the_state(memory, roles):
     for record in records:
         expected = HeuristicPlanner().plan(record.planner_state()).intents
         assert parse_intents(json.loads(complement_column(record))) == expected
+
+
+@pytest.mark.parametrize("options", [{}, {"hints": True}, {"draft": True, "graph_chars": 40}])
+def test_training_prompts_are_the_ones_the_trained_planner_is_evaluated_with(
+    memory, roles, options
+):
+    records, _ = collect_states([QUESTION], memory, roles, LOOP, HeuristicPlanner())
+    prompt = planner_prompt_settings({"prompt": options})
+    evaluated = prompted_planner(backend=None, prompt=prompt)  # messages() never calls it
+    plain = record_prompt(planner_prompt_settings({}))
+    for record in records:
+        assert record_prompt(prompt)(record) == evaluated.messages(record.planner_state())
+    assert (record_prompt(prompt)(records[-1]) == plain(records[-1])) == (not options)
 
 
 def test_reward_function_takes_trl_columns_and_logs_metrics(memory):

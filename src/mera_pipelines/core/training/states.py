@@ -7,14 +7,14 @@ LLM planner (any backend) when one is configured."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mera_pipelines.core.errors import ConfigError, LLMCallError
 from mera_pipelines.core.evaluation import RoleBackends, build_roles
 from mera_pipelines.core.graph import EvidenceGraph
-from mera_pipelines.core.llm import LLMBackend
+from mera_pipelines.core.llm import ChatMessage, LLMBackend
 from mera_pipelines.core.llm.concurrency import ItemFailure, map_bounded
 from mera_pipelines.core.loop import LoopSettings, Roles, round_budget, run_mera
 from mera_pipelines.core.memory import MemoryIndex
@@ -26,6 +26,8 @@ from mera_pipelines.core.roles.planner import (
     PlannerState,
     PlanResult,
     intents_to_json,
+    plan_template,
+    render_plan_prompt,
 )
 from mera_pipelines.core.settings import settings_from_params
 
@@ -167,6 +169,20 @@ def prompted_planner(
         complement=complement,
         hints=prompt.get("hints", False),
     )
+
+
+def record_prompt(prompt: dict[str, Any]) -> Callable[[PlannerStateRecord], list[ChatMessage]]:
+    """The chat messages for a collected state under the ``training.prompt`` settings: the one
+    place SFT, filtering and GRPO build their prompts, the same ones ``prompted_planner`` sends
+    when the trained planner is evaluated."""
+    template = plan_template(prompt["draft"])
+
+    def render(record: PlannerStateRecord) -> list[ChatMessage]:
+        return render_plan_prompt(
+            template, record.planner_state(), prompt["graph_chars"], prompt["hints"]
+        )
+
+    return render
 
 
 def sft_targets(record: PlannerStateRecord, variants: Sequence[Planner] = ()) -> list[str]:

@@ -14,12 +14,7 @@ from mera_pipelines.core.llm.smollm2 import DEFAULT_TARGET, ensure_smollm2
 from mera_pipelines.core.loop import LoopSettings
 from mera_pipelines.core.memory import MemoryIndex
 from mera_pipelines.core.records import Question, from_frame
-from mera_pipelines.core.roles.planner import (
-    Planner,
-    make_planner,
-    plan_template,
-    render_plan_prompt,
-)
+from mera_pipelines.core.roles.planner import Planner, make_planner
 from mera_pipelines.core.training.continuation import (
     PolicyContinuation,
     TrajectoryReplay,
@@ -41,6 +36,7 @@ from mera_pipelines.core.training.rollouts import (
 from mera_pipelines.core.training.states import (
     PlannerStateRecord,
     collection_roles,
+    record_prompt,
     sft_targets,
 )
 from mera_pipelines.core.training.trainers import (
@@ -92,7 +88,7 @@ def warm_start_planner(
     teacher = collect_report.get("teacher") or "heuristic"  # reports before the option: heuristic
     if not settings.enabled:
         return PlannerModel(base.folder, {**metadata, "stage": "base"}), {"enabled": False}
-    template = plan_template(prompt["draft"])
+    prompt_for = record_prompt(prompt)
     variants = _variant_planners(settings.variant_targets)
     records = _records(states)
     targets = [sft_targets(record, variants) for record in records]
@@ -116,10 +112,7 @@ def warm_start_planner(
         targets = [[plan] for plan in best]
     examples = []
     for record, plans in zip(records, targets, strict=True):
-        messages = render_plan_prompt(
-            template, record.planner_state(), prompt["graph_chars"], prompt["hints"]
-        )
-        examples.extend((messages, plan) for plan in plans)
+        examples.extend((prompt_for(record), plan) for plan in plans)
     variant_examples = len(examples) - len(states)
     skipped = 0
     if settings.skip_penalised_plans:
@@ -187,7 +180,7 @@ def filter_training_states(
     filtering = dict(params.get("filtering") or {})
     grpo = GRPOSettings.from_params(params.get("grpo"))
     prompt = planner_prompt_settings(params)
-    template = plan_template(prompt["draft"])
+    prompt_for = record_prompt(prompt)
     sampler = PlannerSampler(
         start.folder,
         max_new_tokens=grpo.max_completion_length,
@@ -197,10 +190,7 @@ def filter_training_states(
     )
 
     def sample(record: PlannerStateRecord, n: int) -> list[str]:
-        messages = render_plan_prompt(
-            template, record.planner_state(), prompt["graph_chars"], prompt["hints"]
-        )
-        return sampler.sample(messages, n)
+        return sampler.sample(prompt_for(record), n)
 
     loop, reward, replay = _scoring(memory, questions, params, loop_params)
     retained, rollouts, report = filter_states(
@@ -245,12 +235,10 @@ def train_planner_grpo(
     start = _grpo_start(sft_planners, params)
     settings = GRPOSettings.from_params(params.get("grpo"))
     prompt = planner_prompt_settings(params)
-    template = plan_template(prompt["draft"])
+    prompt_for = record_prompt(prompt)
     rows = [
         {
-            "prompt": render_plan_prompt(
-                template, r.planner_state(), prompt["graph_chars"], prompt["hints"]
-            ),
+            "prompt": prompt_for(r),
             "memory_id": r.memory_id,
             "gold_turn_ids": r.gold_turn_ids,
             "viewed_turn_ids": r.viewed_turn_ids,
