@@ -35,6 +35,7 @@ import pandas as pd
 from benchlib import dataset_version, write_json
 
 from mera_pipelines.core.training.reward import RewardSettings, parse_plan_output
+from mera_pipelines.core.training.rollouts import group_verdict
 from mera_pipelines.core.training.synthesis import category_of
 
 DATASETS = {
@@ -112,12 +113,34 @@ def as_teacher(rollouts: pd.DataFrame, states: pd.DataFrame) -> pd.Series:
     )
 
 
+_FATE = {"all_zero": "all_zero", "all_full": "all_full"}  # "format_only" / "search": retained
+
+
+def group_verdicts(rollouts: pd.DataFrame) -> pd.Series:
+    """Per state: ``group_verdict`` of its rollouts (older rollouts without ``parse_failed``
+    count every sample as parsed)."""
+    failed = (
+        rollouts["parse_failed"]
+        if "parse_failed" in rollouts.columns
+        else pd.Series(False, index=rollouts.index)
+    )
+    return pd.Series(
+        {
+            state_id: group_verdict(group["recovered_share"].tolist(), failed[group.index].tolist())
+            for state_id, group in rollouts.groupby("state_id")
+        },
+        dtype=object,
+    )
+
+
 def sample_spread(rollouts: pd.DataFrame, states: pd.DataFrame) -> dict[str, Any]:
     """How varied and how valid a filtering's samples are: distinct parseable plans per state
     (queries as the reward reads them), copies of the teacher's queries, empty plans (the
     heuristic's "nothing to ask", scored as unparseable) apart from broken replies, and the
     states whose samples recover different shares (the only ones where GRPO can learn which
-    plan finds more)."""
+    plan finds more). Of those, ``states_with_unequal_parsed_recovery`` counts the states
+    where the parsed samples differ (``group_verdict`` "search"): in the others only the
+    unparseable samples differ, and GRPO learns the reply format there, not the search."""
     queries = rollouts["completion"].map(plan_queries)
     empty = rollouts["completion"].map(
         lambda text: text.replace(" ", "").startswith('{"intents":[]}')
@@ -135,6 +158,7 @@ def sample_spread(rollouts: pd.DataFrame, states: pd.DataFrame) -> dict[str, Any
         "broken": int((queries.isna() & ~empty).sum()),
         "mean_recovered": round(float(rollouts["recovered_share"].mean()), 4),
         "states_with_unequal_recovery": int((spread > 1).sum()),
+        "states_with_unequal_parsed_recovery": int((group_verdicts(rollouts) == "search").sum()),
     }
 
 
@@ -157,17 +181,9 @@ def state_mix(
     )
     recovered = rollouts.groupby("state_id")["recovered_share"].agg(["min", "max"])
     drawn = states[states["state_id"].isin(recovered.index)].set_index("state_id")
+    verdicts = group_verdicts(rollouts)
     fate = pd.Series(
-        [
-            "all_full"
-            if recovered.loc[i, "min"] >= 1
-            else "all_zero"
-            if recovered.loc[i, "max"] <= 0
-            else "retained"
-            for i in drawn.index
-        ],
-        index=drawn.index,
-        dtype=object,
+        [_FATE.get(verdicts[i], "retained") for i in drawn.index], index=drawn.index, dtype=object
     )
     kept = states[states["state_id"].isin(retained["state_id"])]
     teacher = teacher_recovered(states)

@@ -179,12 +179,17 @@ def test_grpo_start_that_names_nothing_is_a_clear_error(project, train_run):
     )
 
 
-def test_training_plot_shows_cut_off_plans_when_there_were_some():
+def test_training_plot_shows_cut_off_and_empty_plans_when_there_were_some():
     from mera_pipelines.pipelines.train_planner.nodes import plot_training
 
     grpo = {"reward_curve": [0.1, 0.2], "parse_failure_curve": [0.5, 0.25]}
     without = plot_training({"loss_curve": [1.0]}, grpo)["training_curves.png"]
     cut_off = plot_training({}, {**grpo, "cut_off_curve": [0.25, 0.0]})["training_curves.png"]
-    labels = [[line.get_label() for line in f.axes[2].get_lines()] for f in (without, cut_off)]
+    both = plot_training(
+        {}, {**grpo, "cut_off_curve": [0.25, 0.0], "no_intent_curve": [0.0, 0.25]}
+    )["training_curves.png"]
+    figures = (without, cut_off, both)
+    labels = [[line.get_label() for line in f.axes[2].get_lines()] for f in figures]
     assert labels[0] == ["missing evidence recovered", "parse failure rate"]
     assert labels[1] == [*labels[0], "of which cut off"]
+    assert labels[2] == [*labels[1], "of which no intent"]

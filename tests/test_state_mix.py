@@ -136,6 +136,27 @@ def test_sample_spread_counts_distinct_valid_plans_and_unequal_recovery(state_mi
     assert spread["mean_recovered"] == 0.4167
 
 
+def test_sample_spread_tells_search_signal_from_format_only_groups(state_mix):
+    found = json.dumps({"intents": [{"desired_fact": "Nate pets at home", "entities": []}]})
+    rollouts = pd.DataFrame(
+        {
+            # q1-r1: two parsed samples recover different shares; q2-r1: the parsed ones agree
+            # and only the empty plan (unparseable, recovers nothing) differs
+            "state_id": ["q1-r1", "q1-r1", "q2-r1", "q2-r1", "q2-r1"],
+            "recovered_share": [0.0, 0.5, 1.0, 1.0, 0.0],
+            "parse_failed": [False, False, False, False, True],
+            "completion": [found, found, found, found, '{"intents": []}'],
+        }
+    )
+    spread = state_mix.sample_spread(rollouts, STATES.assign(teacher_output=[found] * 4))
+    assert spread["states_with_unequal_recovery"] == 2
+    assert spread["states_with_unequal_parsed_recovery"] == 1
+    assert state_mix.group_verdicts(rollouts).to_dict() == {
+        "q1-r1": "search",
+        "q2-r1": "format_only",
+    }
+
+
 def test_compare_filter_reads_another_filterings_samples_on_the_same_states(
     state_mix, tmp_path, monkeypatch
 ):

@@ -164,25 +164,28 @@ def test_reward_function_takes_trl_columns_and_logs_metrics(memory):
         [{"role": "assistant", "content": plan("Jonas dog Pepper vizsla")}],
         [{"role": "assistant", "content": "garbage"}],
         [{"role": "assistant", "content": plan("Jonas dog Pepper vizsla")[:-12]}],  # cut off
+        [{"role": "assistant", "content": plan()}],  # {"intents": []}: nothing to ask
     ]
     values = reward(
-        prompts=[[{"role": "user", "content": "q"}]] * 3,
+        prompts=[[{"role": "user", "content": "q"}]] * 4,
         completions=completions,
-        memory_id=["m"] * 3,
-        gold_turn_ids=[["D2:1"]] * 3,
-        viewed_turn_ids=[[]] * 3,
-        round_index=[2] * 3,
+        memory_id=["m"] * 4,
+        gold_turn_ids=[["D2:1"]] * 4,
+        viewed_turn_ids=[[]] * 4,
+        round_index=[2] * 4,
         log_metric=logged.__setitem__,
         trainer_state=None,
     )
-    assert values == [pytest.approx(1.0), REWARD.unparseable, REWARD.unparseable]
+    assert values == [pytest.approx(1.0), *[REWARD.unparseable] * 3]
     assert logged == {
-        "recall_gained": pytest.approx(1 / 3),
-        "parse_failure_rate": pytest.approx(2 / 3),
-        "cut_off_rate": pytest.approx(1 / 3),
+        "recall_gained": pytest.approx(1 / 4),
+        "parse_failure_rate": pytest.approx(3 / 4),
+        "cut_off_rate": pytest.approx(1 / 4),
+        "no_intent_rate": pytest.approx(1 / 4),
         "format_penalty": 0.0,
     }
-    assert reward.completions == 3 and reward.parse_failures == 2 and reward.cut_off == 1
+    assert reward.completions == 4 and reward.parse_failures == 3
+    assert reward.cut_off == 1 and reward.no_intent == 1
     assert reward.__name__ == "retrieval_reward"
 
     padded = [[{"role": "assistant", "content": plan("Pepper Pepper Pepper")}]]
@@ -213,6 +216,26 @@ def test_filtering_keeps_only_states_whose_samples_disagree(memory, roles):
     assert len(rollouts) == report.rollouts
     row = report.table()[0]
     assert row["retained_pct"] == round(100 / len(with_missing), 1)
+    assert report.rollout_no_intent == 0 and report.retained_format_only == 0
+
+
+def test_filtering_counts_states_kept_only_for_their_unparseable_samples(memory, roles):
+    records, _ = collect_states([QUESTION], memory, roles, LOOP, HeuristicPlanner())
+    first = records[0]  # nothing viewed yet, gold D1:1 + D2:1; this plan finds D1:1
+    second = type(first)(**{**vars(first), "state_id": "copy"})
+    finds = plan("Maya met Jonas at the climbing gym")
+    samples = {
+        # parsed samples all recover the same: only the empty plan differs -> format only
+        first.state_id: [finds, finds, plan()],
+        # two parsed samples recover different shares: a search signal
+        second.state_id: [finds, plan("pasta"), "junk"],
+    }
+    retained, rollouts, report = filter_states(
+        [first, second], lambda r, n: samples[r.state_id], memory, LOOP, REWARD, 3
+    )
+    assert report.retained == 2 and report.retained_format_only == 1
+    assert report.rollout_parse_failures == 2 and report.rollout_no_intent == 1
+    assert [row["no_intent"] for row in rollouts] == [False, False, True, False, False, False]
 
 
 def test_filtering_drops_groups_that_all_recover_everything(memory, roles):

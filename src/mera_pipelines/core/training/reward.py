@@ -140,6 +140,9 @@ class ParsedPlan:
     parse_failed: bool
     penalty: float
     cut_off: bool = False  # mid-value, by the token limit (also ``parse_failed``)
+    # decoded in the planner's shape but with no usable intent, e.g. {"intents": []}: what the
+    # heuristic teacher replies once it has nothing left to ask (also ``parse_failed``)
+    no_intent: bool = False
 
 
 def parse_plan_output(text: str, settings: RewardSettings) -> ParsedPlan:
@@ -161,7 +164,7 @@ def parse_plan_output(text: str, settings: RewardSettings) -> ParsedPlan:
         return ParsedPlan([], True, 0.0, cut_off=verdict.cut_off is not None)
     intents = parse_intents(verdict.accepted.value, max_entities=10**6)
     if not intents:
-        return ParsedPlan([], True, 0.0)
+        return ParsedPlan([], True, 0.0, no_intent=True)
     penalty = settings.penalty * max(0, len(intents) - settings.max_intents)
     intents = intents[: settings.max_intents]
     penalty += settings.penalty * max(0, settings.min_intents - distinct_queries(intents))

@@ -44,6 +44,7 @@ class RolloutOutcome:
     penalty: float
     retrieved_turn_ids: list[str] = field(default_factory=list)
     cut_off: bool = False  # by the token limit (so also parse_failed)
+    no_intent: bool = False  # parsed, but no usable intent (so also parse_failed)
     retrieval: float = 0.0  # R_ret alone: no format penalty; 0 if unparseable
 
 
@@ -73,7 +74,14 @@ def score_completion(
     plan = parse_plan_output(text, reward)
     if plan.parse_failed:
         return RolloutOutcome(
-            total_reward(plan, None, reward), 0.0, 0.0, 0, True, 0.0, cut_off=plan.cut_off
+            total_reward(plan, None, reward),
+            0.0,
+            0.0,
+            0,
+            True,
+            0.0,
+            cut_off=plan.cut_off,
+            no_intent=plan.no_intent,
         )
     intents = plan.intents
     if complement:
@@ -215,6 +223,7 @@ class RetrievalReward:
         self.completions = 0
         self.parse_failures = 0
         self.cut_off = 0  # of the parse failures, completions cut off by the token limit
+        self.no_intent = 0  # of the parse failures, replies that name no usable intent
         self.below_teacher = 0  # completions that earned less than the teacher's plan at the state
 
     def __call__(
@@ -280,11 +289,15 @@ class RetrievalReward:
         self.parse_failures += failures
         cut_off = sum(o.cut_off for o in outcomes)
         self.cut_off += cut_off
+        no_intent = sum(o.no_intent for o in outcomes)
+        self.no_intent += no_intent
         if log_metric is not None and outcomes:
             log_metric("recall_gained", sum(o.recovered_share for o in outcomes) / len(outcomes))
             log_metric("parse_failure_rate", failures / len(outcomes))
             # the part of those failures cut off by max_completion_length: plans too long
             log_metric("cut_off_rate", cut_off / len(outcomes))
+            # and the part that names no intent: {"intents": []} is valid JSON, not a broken reply
+            log_metric("no_intent_rate", no_intent / len(outcomes))
             # short or long queries, too many intents or entities: is the format learnt?
             log_metric("format_penalty", sum(o.penalty for o in outcomes) / len(outcomes))
             if regrets:  # how far below the teacher's plan the samples fall, on average
@@ -314,6 +327,10 @@ class FilterReport:
     rollouts: int = 0
     rollout_parse_failures: int = 0
     rollout_cut_off: int = 0  # of those, rollouts cut off by the token limit
+    rollout_no_intent: int = 0  # of those, rollouts that parse but name no usable intent
+    # retained states whose parsed rollouts all recover the same share: only the unparseable
+    # ones differ, so there GRPO learns to reply in the planner's format, not to search better
+    retained_format_only: int = 0
     mean_rollout_reward: float | None = None
     mean_rollout_recovered: float | None = None
 
@@ -336,6 +353,21 @@ class FilterReport:
                 "retained_pct": round(100 * self.retained_share, 1),
             }
         ]
+
+
+def group_verdict(shares: Sequence[float], parse_failed: Sequence[bool]) -> str:
+    """What one state's group of rollouts (each one's recovered share, and whether it failed to
+    parse) can teach GRPO. "all_zero" / "all_full": nothing (every sample recovers none / all
+    of the missing evidence; filtering drops the state); "format_only": the parsed samples all
+    recover the same share, only the unparseable ones differ, so the group rewards replying in
+    the planner's format; "search": parsed samples recover different shares, so it rewards the
+    better queries."""
+    if all(share == 0.0 for share in shares):
+        return "all_zero"
+    if all(share == 1.0 for share in shares):
+        return "all_full"
+    parsed = {share for share, failed in zip(shares, parse_failed, strict=True) if not failed}
+    return "format_only" if len(parsed) <= 1 else "search"
 
 
 def _take(
@@ -424,20 +456,25 @@ def filter_states(
                     "reward": outcome.reward,
                     "recovered_share": outcome.recovered_share,
                     "parse_failed": outcome.parse_failed,
+                    "no_intent": outcome.no_intent,
                 }
             )
         report.rollouts += len(outcomes)
         report.rollout_parse_failures += sum(o.parse_failed for o in outcomes)
         report.rollout_cut_off += sum(o.cut_off for o in outcomes)
+        report.rollout_no_intent += sum(o.no_intent for o in outcomes)
         rewards.extend(o.reward for o in outcomes)
         recovered.extend(o.recovered_share for o in outcomes)
-        shares = [o.recovered_share for o in outcomes]
-        if all(share == 0.0 for share in shares):
+        verdict = group_verdict(
+            [o.recovered_share for o in outcomes], [o.parse_failed for o in outcomes]
+        )
+        if verdict == "all_zero":
             report.dropped_all_zero += 1
-        elif all(share == 1.0 for share in shares):
+        elif verdict == "all_full":
             report.dropped_all_full += 1
         else:
             retained.append(record)
+            report.retained_format_only += verdict == "format_only"
     report.retained = len(retained)
     report.mean_rollout_reward = sum(rewards) / len(rewards) if rewards else None
     report.mean_rollout_recovered = sum(recovered) / len(recovered) if recovered else None

@@ -269,6 +269,7 @@ def train_planner_grpo(
         "completions_scored": reward.completions,
         "parse_failures": reward.parse_failures,
         "cut_off": reward.cut_off,
+        "no_intent": reward.no_intent,
         "below_teacher": reward.below_teacher,
         **_continuation_summary(reward, continuation),
         **log.summary(),
@@ -277,6 +278,7 @@ def train_planner_grpo(
         "recall_gained_curve": log.curve("recall_gained"),
         "parse_failure_curve": log.curve("parse_failure_rate"),
         "cut_off_curve": log.curve("cut_off_rate"),
+        "no_intent_curve": log.curve("no_intent_rate"),
         "format_penalty_curve": log.curve("format_penalty"),
         "teacher_regret_curve": log.curve("teacher_regret"),
     }
@@ -389,9 +391,13 @@ def plot_training(sft_report: dict[str, Any], grpo_report: dict[str, Any]) -> di
     failures = grpo_report.get("parse_failure_curve") or []
     axes[2].plot(range(1, len(gained) + 1), gained, marker=".", label="missing evidence recovered")
     axes[2].plot(range(1, len(failures) + 1), failures, marker=".", label="parse failure rate")
-    cut_off = grpo_report.get("cut_off_curve") or []  # absent in reports before this curve
-    if any(cut_off):
-        axes[2].plot(range(1, len(cut_off) + 1), cut_off, marker=".", label="of which cut off")
+    for key, label in (
+        ("cut_off_curve", "of which cut off"),
+        ("no_intent_curve", "of which no intent"),
+    ):
+        part = grpo_report.get(key) or []  # absent in reports older than the curve
+        if any(part):
+            axes[2].plot(range(1, len(part) + 1), part, marker=".", label=label)
     axes[2].set(title="GRPO rollouts", xlabel="step", ylim=(0, 1))
     axes[2].legend()
     for axis in axes:
