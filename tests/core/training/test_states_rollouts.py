@@ -237,6 +237,18 @@ def test_filtering_counts_states_kept_only_for_their_unparseable_samples(memory,
     assert report.rollout_parse_failures == 2 and report.rollout_no_intent == 1
     assert [row["no_intent"] for row in rollouts] == [False, False, True, False, False, False]
 
+    kept, _, dropping = filter_states(
+        [first, second],
+        lambda r, n: samples[r.state_id],
+        memory,
+        LOOP,
+        REWARD,
+        3,
+        drop_format_only=True,
+    )
+    assert [r.state_id for r in kept] == [second.state_id]
+    assert dropping.dropped_format_only == 1 and dropping.retained_format_only == 0
+
 
 def test_filtering_drops_groups_that_all_recover_everything(memory, roles):
     records, _ = collect_states([QUESTION], memory, roles, LOOP, HeuristicPlanner())

@@ -322,6 +322,7 @@ class FilterReport:
     states_into_filtering: int = 0
     dropped_all_zero: int = 0
     dropped_all_full: int = 0
+    dropped_format_only: int = 0  # with drop_format_only: groups that only teach the format
     retained: int = 0
     group_size: int = 0
     rollouts: int = 0
@@ -399,6 +400,7 @@ def filter_states(
     later_round_share: float | None = None,
     replay: TrajectoryReplay | None = None,
     complement: bool = False,
+    drop_format_only: bool = False,
 ) -> tuple[list[PlannerStateRecord], list[dict[str, Any]], FilterReport]:
     """Sample ``group_size`` outputs per state and keep the states that teach something: drop
     those where every rollout recovers nothing, or every one recovers all missing evidence.
@@ -412,7 +414,9 @@ def filter_states(
     ``max_states`` places for states after round 1 (fewer if there are fewer): most collected
     states are round-1 states, while the rounds after it are where a planner adds to what the
     first search found. ``complement``: score each rollout as a complementing planner
-    deploys it, the heuristic's intents for the state after the rollout's."""
+    deploys it, the heuristic's intents for the state after the rollout's.
+    ``drop_format_only`` also drops the groups whose parsed samples all recover the same share
+    (``group_verdict`` "format_only"): GRPO then trains only where better queries find more."""
     if later_round_share is not None and not 0.0 <= later_round_share <= 1.0:
         raise ConfigError(
             f"training.filtering.later_round_share must be in [0, 1], got {later_round_share}"
@@ -472,6 +476,8 @@ def filter_states(
             report.dropped_all_zero += 1
         elif verdict == "all_full":
             report.dropped_all_full += 1
+        elif verdict == "format_only" and drop_format_only:
+            report.dropped_format_only += 1
         else:
             retained.append(record)
             report.retained_format_only += verdict == "format_only"

@@ -209,6 +209,7 @@ def filter_training_states(
         later_round_share=_optional_float(filtering.get("later_round_share")),
         replay=replay,
         complement=prompt["complement"],
+        drop_format_only=bool(filtering.get("drop_format_only", False)),
     )
     metrics = {
         f"filter.{key}": {"value": float(value), "step": 0}
