@@ -74,12 +74,12 @@ def score_completion(
     plan = parse_plan_output(text, reward)
     if plan.parse_failed:
         return RolloutOutcome(
-            total_reward(plan, None, reward),
-            0.0,
-            0.0,
-            0,
-            True,
-            0.0,
+            reward=total_reward(plan, None, reward),
+            recovered_share=0.0,
+            found_share=0.0,
+            new_gold_hits=0,
+            parse_failed=True,
+            penalty=0.0,
             cut_off=plan.cut_off,
             no_intent=plan.no_intent,
         )
