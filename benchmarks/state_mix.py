@@ -5,7 +5,9 @@ planner states, and filtering's rollouts and retained states. Per question kind 
 temporal, multi-hop, and the multi-hop questions the category aggregate wrote, told apart by
 ``category_of``) it counts the questions, the states collected and the teacher's recall at
 each round, and what filtering did with the states it drew: every rollout recovered all the
-missing evidence ("all_full"), none ("all_zero"), or they disagreed ("retained"). For the drawn
+missing evidence ("all_full"), none ("all_zero"), only unparseable ones differed and
+``training.filtering.drop_format_only`` dropped the state ("format_only"), or they disagreed
+and it was kept ("retained"). For the drawn
 states the teacher went on from ("against_teacher"), it compares the best of the group's
 rollouts with the teacher's own plan, whose recovered share is read off the next round's
 found turns: how often sampling the planner finds a plan better than the one it imitated.
@@ -113,9 +115,6 @@ def as_teacher(rollouts: pd.DataFrame, states: pd.DataFrame) -> pd.Series:
     )
 
 
-_FATE = {"all_zero": "all_zero", "all_full": "all_full"}  # "format_only" / "search": retained
-
-
 def group_verdicts(rollouts: pd.DataFrame) -> pd.Series:
     """Per state: ``group_verdict`` of its rollouts (older rollouts without ``parse_failed``
     count every sample as parsed)."""
@@ -181,9 +180,14 @@ def state_mix(
     )
     recovered = rollouts.groupby("state_id")["recovered_share"].agg(["min", "max"])
     drawn = states[states["state_id"].isin(recovered.index)].set_index("state_id")
+    # what filtering did with each drawn state: kept, or dropped for its group's verdict
+    # ("format_only" only under training.filtering.drop_format_only)
     verdicts = group_verdicts(rollouts)
+    kept_ids = set(retained["state_id"])
     fate = pd.Series(
-        [_FATE.get(verdicts[i], "retained") for i in drawn.index], index=drawn.index, dtype=object
+        ["retained" if i in kept_ids else verdicts[i] for i in drawn.index],
+        index=drawn.index,
+        dtype=object,
     )
     kept = states[states["state_id"].isin(retained["state_id"])]
     teacher = teacher_recovered(states)
@@ -207,7 +211,7 @@ def state_mix(
             "into_filtering": len(in_filtering),
             **{
                 name: int((in_filtering == name).sum())
-                for name in ("all_full", "retained", "all_zero")
+                for name in ("all_full", "retained", "all_zero", "format_only")
             },
             "retained_by_round": {
                 int(r): int(n)

@@ -56,6 +56,18 @@ def test_counts_each_kind_through_collection_and_filtering(state_mix):
     assert category["retained_by_round"] == {1: 1}
     assert (mix["multi_hop"]["all_zero"], mix["multi_hop"]["retained"]) == (1, 0)
     assert mix["single_hop"]["into_filtering"] == 0  # never drawn into filtering
+    assert category["format_only"] == 0
+
+
+def test_states_dropped_as_format_only_are_not_counted_as_retained(state_mix):
+    # under filtering.drop_format_only, q1-r1 (parsed samples agree, one unparseable) is dropped
+    rollouts = ROLLOUTS.assign(
+        recovered_share=[0.5, 0.0, 1.0, 1.0, 0.0, 0.0],
+        parse_failed=[False, True, False, False, False, False],
+    )
+    mix = state_mix.state_mix(QUESTIONS, STATES, rollouts, RETAINED.iloc[:0])
+    category = mix["multi_hop_category"]
+    assert (category["retained"], category["format_only"], category["all_full"]) == (0, 1, 1)
 
 
 def test_reads_the_newest_versions_of_a_project(state_mix, tmp_path, monkeypatch):
