@@ -16,6 +16,8 @@ def load_benchmark_script(name: str) -> ModuleType:
     try:
         spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
+        # registered before it runs: dataclasses look their module up while being defined
+        sys.modules[name] = module
         spec.loader.exec_module(module)
     finally:
         sys.path.remove(str(BENCHMARKS))
