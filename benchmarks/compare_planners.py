@@ -166,6 +166,11 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
+def rows_by_question(path: Path) -> dict[str, dict[str, Any]]:
+    """A planner's rows keyed by question id."""
+    return {row["question_id"]: row for row in read_rows(path)}
+
+
 def done_ids(path: Path) -> set[str]:
     return {row["question_id"] for row in read_rows(path)} if path.exists() else set()
 
@@ -334,7 +339,7 @@ def summarise(
     missing = [name for name, path in files.items() if path is None]
     if missing:
         raise SystemExit(f"No results for {missing} next to {out}: run those planners first")
-    rows = {name: {r["question_id"]: r for r in read_rows(path)} for name, path in files.items()}
+    rows = {name: rows_by_question(path) for name, path in files.items()}
     for name, members in (averages or {}).items():
         rows[name] = average_rows([rows[m] for m in members])
     for name, members in (best_of or {}).items():

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import RESULTS, write_json
-from compare_planners import SAME_RECALL, paired, read_rows
+from compare_planners import SAME_RECALL, paired, rows_by_question
 
 KINDS = ("heuristic", "sft", "grpo")
 
@@ -61,18 +61,14 @@ def split_reference(spec: str) -> tuple[str, str]:
     return stem, planner
 
 
-def rows_by_question(path: Path) -> dict[str, dict[str, Any]]:
-    return {row["question_id"]: row for row in read_rows(path)}
-
-
 def comparison_rows(comparison: Path) -> dict[str, Path]:
     """The planners whose rows sit next to a comparison's JSON: ``<stem>.<planner>.jsonl``."""
     prefix = comparison.stem + "."
-    return {
-        path.name[len(prefix) : -len(".jsonl")]: path
+    named = {
+        path.name.removeprefix(prefix).removesuffix(".jsonl"): path
         for path in sorted(comparison.parent.glob(prefix + "*.jsonl"))
-        if "." not in path.name[len(prefix) : -len(".jsonl")]
     }
+    return {planner: path for planner, path in named.items() if "." not in planner}
 
 
 def league(results: Path, pattern: str, reference: str) -> dict[str, Any]:
@@ -80,8 +76,9 @@ def league(results: Path, pattern: str, reference: str) -> dict[str, Any]:
     reference_stem, reference_planner = split_reference(reference)
     reference_json = results / f"{reference_stem}.json"
     reference_path = reference_json.with_suffix(f".{reference_planner}.jsonl")
-    if not reference_path.exists():
-        raise SystemExit(f"--reference {reference!r}: no rows at {reference_path}")
+    for needed in (reference_json, reference_path):
+        if not needed.exists():
+            raise SystemExit(f"--reference {reference!r}: no {needed}")
     loop = json.loads(reference_json.read_text())["loop"]
     base = rows_by_question(reference_path)
     questions = sorted(q for q, row in base.items() if row["final"] is not None)

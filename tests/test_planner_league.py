@@ -79,6 +79,8 @@ def test_summary_by_kind_leaves_the_reference_out(results, league_script):
 def test_a_missing_reference_is_named(results, league_script):
     with pytest.raises(SystemExit, match="cmp_a:rules"):
         league_script.league(results, "cmp_*", "cmp_a:rules")
+    with pytest.raises(SystemExit, match="cmp_z.json"):
+        league_script.league(results, "cmp_*", "cmp_z:heuristic")
     with pytest.raises(SystemExit, match="stem"):
         league_script.league(results, "cmp_*", "heuristic")
 
