@@ -33,6 +33,8 @@ os.environ.setdefault("LANCE_LOG", "error")
 if str(SRC) not in sys.path:  # run from a checkout without installing it
     sys.path.insert(0, str(SRC))
 
+from mera_pipelines.core.provenance import cpu_description, package_versions  # noqa: E402  (needs SRC on the path)
+
 SIZES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000}
 
 
@@ -65,7 +67,8 @@ def ratio(value: float, baseline: float) -> float | None:
 
 
 def machine() -> dict[str, Any]:
-    """Who measured: cores, load at the start (other jobs share this CPU), niceness."""
+    """Who measured: cores, load at the start (other jobs share this CPU), niceness, and the
+    CPU and package versions that decide the figures (core.provenance)."""
     return {
         "cpus": os.cpu_count(),
         "loadavg_at_start": list(os.getloadavg()),
@@ -73,6 +76,8 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "torch_threads_env": os.environ.get("OMP_NUM_THREADS"),
+        "cpu": cpu_description(),
+        "packages": package_versions(),
     }
 
 

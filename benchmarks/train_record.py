@@ -106,6 +106,15 @@ def git_commit(project: Path) -> str | None:
     return done.stdout.strip() or None
 
 
+def tags_under(tags: dict[str, str], prefix: str) -> dict[str, str]:
+    """The run's tags that start with ``prefix``, without it."""
+    return {
+        key.removeprefix(prefix): value
+        for key, value in sorted(tags.items())
+        if key.startswith(prefix)
+    }
+
+
 def build_record(run, reports: dict[str, Any], note: str | None, commit: str | None) -> dict:
     """The record of one run: what Kedro ran, how long each node took, what each stage reported."""
     info, tags, metrics = run.info, run.data.tags, run.data.metrics
@@ -124,6 +133,9 @@ def build_record(run, reports: dict[str, Any], note: str | None, commit: str | N
         "env": tags.get("env"),
         "runtime_params": tags.get("runtime_params"),
         "commit": commit,
+        # what the run was made with (RunReportHooks tags; none in runs before the 53rd session)
+        "packages": tags_under(tags, "package."),
+        "cpu": tags_under(tags, "cpu."),
         "note": note,
         "wall_seconds_total": wall,
         "node_seconds": node_seconds,

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from importlib import metadata
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from mera_pipelines.core.embedding import load_embedder
 from mera_pipelines.core.memory import MemoryIndex
@@ -80,6 +82,16 @@ def test_each_run_is_one_mlflow_run_with_metrics(project, default_run):
     assert mlflow_metric(project, run_id, "memory.facts") > 0
     assert mlflow_metric(project, run_id, "memory.upsert.facts_per_second") > 0
     assert mlflow_metric(project, run_id, "seconds.extract_facts") >= 0
+    # the versions that decide the run's numbers, as tags (core.provenance)
+    with sqlite3.connect(project / "mlflow.db") as db:
+        tags = dict(
+            db.execute(
+                "SELECT key, value FROM tags WHERE run_uuid = ? AND key LIKE '%.%'", (run_id,)
+            ).fetchall()
+        )
+    assert tags["package.transformers"] == metadata.version("transformers")
+    assert tags["package.trl"] == metadata.version("trl")
+    assert tags["cpu.capability"] == torch.backends.cpu.get_cpu_capability()
 
 
 def test_rerun_adds_no_rows_and_embeds_nothing(project, default_run):

@@ -30,7 +30,13 @@ def project(tmp_path):
         experiment,
         run_name="train",
         start_time=2_000,  # newer than the evaluate run
-        tags={"kedro_command": "kedro run --pipeline=train", "env": "locomo_split"},
+        tags={
+            "kedro_command": "kedro run --pipeline=train",
+            "env": "locomo_split",
+            "package.transformers": "5.25.0",
+            "package.trl": "1.16.0",
+            "cpu.capability": "AVX2",
+        },
     )
     run_id = run.info.run_id
     client.log_metric(run_id, "seconds.train_planner_grpo", 120.04)
@@ -58,6 +64,8 @@ def test_newest_run_with_node_seconds_reports_and_grpo_figures(train_record, pro
     )
     assert record["status"] == "FINISHED"
     assert record["command"] == "kedro run --pipeline=train"
+    assert record["packages"] == {"transformers": "5.25.0", "trl": "1.16.0"}
+    assert record["cpu"] == {"capability": "AVX2"}
     assert record["node_seconds"] == {"train_planner_grpo": 120.0, "filter_training_states": 60.0}
     assert record["filter_report"] == {"retained": 7}
     assert record["missing_reports"] == ["synthesis", "collect", "sft"]

@@ -14,6 +14,7 @@ from typing import Any
 from kedro.framework.hooks import hook_impl
 
 from mera_pipelines.core.errors import MeraError
+from mera_pipelines.core.provenance import cpu_description, package_versions
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ class RunReportHooks:
     def __init__(self) -> None:
         self._node_started: dict[str, float] = {}
         self._catalog: Any = None
+        self._runs_tagged: set[str] = set()
 
     @hook_impl
     def after_catalog_created(self, catalog: Any) -> None:
@@ -106,8 +108,27 @@ class RunReportHooks:
         logger.info("Node %s took %.1f s", node.name, seconds)
         import mlflow
 
-        if mlflow.active_run() is not None:
+        run = mlflow.active_run()
+        if run is not None:
             mlflow.log_metric(f"seconds.{node.name}", seconds)
+            self._tag_environment(run.info.run_id)
+
+    def _tag_environment(self, run_id: str) -> None:
+        """Once per run: the package versions and CPU that decide its numbers, as tags.
+
+        Here rather than before the pipeline runs because kedro-mlflow opens the run in its own
+        before_pipeline_run hook, and the order of two plugins' hooks is not fixed.
+        """
+        if run_id in self._runs_tagged:
+            return
+        import mlflow
+
+        tags = {
+            f"package.{name}": version or "absent" for name, version in package_versions().items()
+        }
+        tags.update({f"cpu.{key}": value or "unknown" for key, value in cpu_description().items()})
+        mlflow.set_tags(tags)
+        self._runs_tagged.add(run_id)
 
     @hook_impl
     def on_pipeline_error(self, error: Exception) -> None:
