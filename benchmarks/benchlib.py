@@ -33,7 +33,8 @@ os.environ.setdefault("LANCE_LOG", "error")
 if str(SRC) not in sys.path:  # run from a checkout without installing it
     sys.path.insert(0, str(SRC))
 
-from mera_pipelines.core.provenance import cpu_description, package_versions  # noqa: E402  (needs SRC on the path)
+# after SRC is on the path
+from mera_pipelines.core.provenance import cpu_description, package_versions  # noqa: E402
 
 SIZES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000}
 
