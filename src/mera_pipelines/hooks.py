@@ -8,7 +8,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kedro.framework.hooks import hook_impl
@@ -73,7 +73,8 @@ TABLES_LOGGED_TO_MLFLOW = ("synthetic_questions", "planner_states", "training_st
 
 
 class RunReportHooks:
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self._clock = clock
         self._node_started: dict[str, float] = {}
         self._catalog: Any = None
         self._runs_tagged: set[str] = set()
@@ -84,6 +85,7 @@ class RunReportHooks:
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data: Any, node: Any) -> None:
+        self._log_node_seconds(node)
         if dataset_name not in TABLES_LOGGED_TO_MLFLOW or self._catalog is None:
             return
         import mlflow
@@ -97,21 +99,33 @@ class RunReportHooks:
 
     @hook_impl
     def before_node_run(self, node: Any) -> None:
-        self._node_started[node.name] = time.perf_counter()
+        self._node_started[node.name] = self._clock()
 
     @hook_impl
     def after_node_run(self, node: Any) -> None:
-        started = self._node_started.pop(node.name, None)
+        seconds = self._log_node_seconds(node)
+        if seconds is not None:
+            logger.info("Node %s took %.1f s", node.name, seconds)
+
+    def _log_node_seconds(self, node: Any) -> float | None:
+        """``seconds.<node>``: from the node's start to now, logged again after each output save.
+
+        Kedro calls after_node_run before it saves the node's outputs, and some nodes do their
+        work in the save (index_facts: embedding and the LanceDB write happen in the memory
+        dataset's save), so the metric is updated after every save; the last value covers the
+        node and all of its outputs.
+        """
+        started = self._node_started.get(node.name)
         if started is None:
-            return
-        seconds = time.perf_counter() - started
-        logger.info("Node %s took %.1f s", node.name, seconds)
+            return None
+        seconds = self._clock() - started
         import mlflow
 
         run = mlflow.active_run()
         if run is not None:
             mlflow.log_metric(f"seconds.{node.name}", seconds)
             self._tag_environment(run.info.run_id)
+        return seconds
 
     def _tag_environment(self, run_id: str) -> None:
         """Once per run: the package versions and CPU that decide its numbers, as tags.
