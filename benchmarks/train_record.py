@@ -106,11 +106,11 @@ def git_commit(project: Path) -> str | None:
     return done.stdout.strip() or None
 
 
-def tags_under(tags: dict[str, str], prefix: str) -> dict[str, str]:
-    """The run's tags that start with ``prefix``, without it."""
+def keys_under(mapping: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The entries whose key starts with ``prefix`` (a run's metrics or tags), without it."""
     return {
         key.removeprefix(prefix): value
-        for key, value in sorted(tags.items())
+        for key, value in sorted(mapping.items())
         if key.startswith(prefix)
     }
 
@@ -119,9 +119,7 @@ def build_record(run, reports: dict[str, Any], note: str | None, commit: str | N
     """The record of one run: what Kedro ran, how long each node took, what each stage reported."""
     info, tags, metrics = run.info, run.data.tags, run.data.metrics
     node_seconds = {
-        key.removeprefix("seconds."): round(value, 1)
-        for key, value in metrics.items()
-        if key.startswith("seconds.")
+        node: round(value, 1) for node, value in keys_under(metrics, "seconds.").items()
     }
     wall = (info.end_time - info.start_time) / 1000 if info.end_time else None
     record = {
@@ -134,8 +132,8 @@ def build_record(run, reports: dict[str, Any], note: str | None, commit: str | N
         "runtime_params": tags.get("runtime_params"),
         "commit": commit,
         # what the run was made with (RunReportHooks tags; none in runs before the 53rd session)
-        "packages": tags_under(tags, "package."),
-        "cpu": tags_under(tags, "cpu."),
+        "packages": keys_under(tags, "package."),
+        "cpu": keys_under(tags, "cpu."),
         "note": note,
         "wall_seconds_total": wall,
         "node_seconds": node_seconds,

@@ -58,10 +58,9 @@ def cpu_description(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, str | No
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-    try:
-        import torch
+    import torch  # here, not at import: hooks and benchmarks load this module early
 
-        capability = torch.backends.cpu.get_cpu_capability()
-    except ImportError:
-        capability = None
-    return {"model": model or platform.processor() or None, "capability": capability}
+    return {
+        "model": model or platform.processor() or None,
+        "capability": torch.backends.cpu.get_cpu_capability(),
+    }
