@@ -22,6 +22,8 @@ run resumes where it stopped and two planners can run in two processes (one core
     # one planner in two processes: --shard 0/2 and --shard 1/2 (each takes every 2nd question)
     # seeds of one configuration: --average grpo=grpo_s0+grpo_s1 adds their per-question mean
     # (with --reference, "agreement" counts the questions where k seeds are higher, none lower);
+    # seeds from different starts: --average starts=sft_a+sft_a+sft_b (a member may repeat), so
+    # seeds minus starts is the mean of each seed's gain over its own start
     # --best-of oracle=heuristic+grpo adds the better of the two per question (headroom, not a
     # planner); every paired difference also counts the questions a planner is higher and lower
     # planners scored in an earlier comparison of the same memory and loop:
@@ -506,7 +508,8 @@ def main() -> None:
         "--average",
         action="append",
         default=[],
-        help="NAME=a+b: also summarise the per-question mean of planners a and b (e.g. seeds)",
+        help="NAME=a+b: also summarise the per-question mean of planners a and b (e.g. seeds; "
+        "a member may repeat, e.g. the SFT start of each seed: start_a+start_a+start_b)",
     )
     parser.add_argument(
         "--best-of",

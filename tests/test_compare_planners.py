@@ -118,6 +118,29 @@ def test_an_average_row_pairs_the_members_per_question_mean(tmp_path, compare):
     assert (pair["higher"], pair["lower"]) == (1, 1)
 
 
+def test_a_repeated_member_pairs_each_seed_with_its_own_start(tmp_path, compare):
+    out = tmp_path / "compare.json"
+    # two seeds from start_a, one from start_b
+    _write(out, "start_a", {"q1": (0.0, 0.0), "q2": (0.0, 0.0)})
+    _write(out, "start_b", {"q1": (0.5, 0.5), "q2": (0.5, 0.5)})
+    _write(out, "g1", {"q1": (0.5, 0.5), "q2": (0.5, 0.5)})
+    _write(out, "g2", {"q1": (0.0, 0.0), "q2": (0.5, 0.5)})
+    _write(out, "g3", {"q1": (1.0, 1.0), "q2": (0.5, 0.5)})
+    assert compare.parse_members("starts=start_a+start_a+start_b", ["start_a", "start_b"]) == (
+        "starts",
+        ["start_a", "start_a", "start_b"],
+    )
+    averages = {"seeds": ["g1", "g2", "g3"], "starts": ["start_a", "start_a", "start_b"]}
+    names = ["start_a", "start_b", "g1", "g2", "g3"]
+    summary = compare.summarise(names, _questions("q1", "q2"), out, averages)
+    # each seed's gain over its own start: q1 (0.5 + 0 + 0.5) / 3, q2 (0.5 + 0.5 + 0) / 3
+    pair = summary["paired_final"]["starts_minus_seeds"]
+    assert pair["mean"] == pytest.approx(-1 / 3)
+    assert pair["standard_error"] == pytest.approx(0.0)
+    # start_a counted twice: (0 + 0 + 0.5) / 3 on both questions (once each would give 0.25)
+    assert summary["planners"]["starts"]["final_recall"] == pytest.approx(1 / 6)
+
+
 def test_agreement_counts_how_many_members_beat_the_reference_per_question(tmp_path, compare):
     out = tmp_path / "compare.json"
     _write(out, "heuristic", {"q1": (0.5, 0.5), "q2": (0.0, 1.0), "q3": (1.0, 1.0), "q4": (0, 0)})
