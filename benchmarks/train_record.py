@@ -76,7 +76,9 @@ def stage_reports(client, run_id: str) -> dict[str, Any]:
 def grpo_figures(grpo_report: dict[str, Any], edge: int = EDGE_STEPS) -> dict[str, Any]:
     """Reward early and late in training, steps where every completion scored the same, and
     steps whose rewards differ with every completion parsed: there the group's advantages rank
-    valid plans (by what they find, or a format penalty), not valid JSON above broken replies."""
+    valid plans (by what they find, or a format penalty), not valid JSON above broken replies.
+    "Steps" are the steps that scored completions: every step, unless trl's num_iterations
+    reused a batch (then ``scored_steps`` counts them)."""
     rewards = grpo_report.get("reward_curve") or []
     spreads = grpo_report.get("reward_std_curve") or []
     if not rewards:
@@ -86,6 +88,8 @@ def grpo_figures(grpo_report: dict[str, Any], edge: int = EDGE_STEPS) -> dict[st
         f"reward_mean_last_{edge}_steps": statistics.fmean(rewards[-edge:]),
         "steps_with_equal_rewards": sum(1 for spread in spreads if spread < EQUAL_REWARD_STD),
     }
+    if "scored_steps" in grpo_report:  # absent in reports from before the fifty-fifth session
+        figures["scored_steps"] = len(grpo_report["scored_steps"])
     failures = grpo_report.get("parse_failure_curve") or []
     if len(failures) == len(spreads):  # reports from before that curve have none
         figures["steps_with_unequal_rewards_all_parsed"] = sum(

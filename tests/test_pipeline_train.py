@@ -102,6 +102,8 @@ def test_trained_planner_is_a_versioned_model_with_metadata_and_artifact(project
         project, "SELECT step FROM metrics WHERE run_uuid = ? AND key = 'grpo.reward'", run_id
     )
     assert sorted(s for (s,) in grpo_steps) == [1, 2]  # a training curve, step by step
+    report = json.loads((project / "data/08_reporting/grpo_report.json").read_text())
+    assert report["scored_steps"] == [1, 2]  # each step scored its own completions
     keys = {k for (k,) in sql(project, "SELECT key FROM latest_metrics WHERE run_uuid = ?", run_id)}
     assert {
         "train.synthesis.questions",
@@ -141,10 +143,12 @@ def test_evaluate_refuses_the_planner_on_its_training_memories(project, train_ru
     assert "trained on memories ['demo-1']" in result.stdout + result.stderr
 
 
-def test_grpo_continues_from_a_trained_planner(project, train_run):
+def test_grpo_continues_from_a_trained_planner_with_trl_extra(project, train_run):
     [first] = sorted((project / "data/06_models/planner").iterdir())
     params = (
-        "training.torch_threads=1,training.grpo.steps=1,training.grpo.num_generations=2,"
+        # two steps on one batch of completions: trl's num_iterations, through trl_extra
+        "training.torch_threads=1,training.grpo.steps=2,training.grpo.num_generations=2,"
+        "training.grpo.trl_extra.num_iterations=2,"
         f"training.grpo.max_completion_length=8,training.grpo_start={first},"
         "training.prompt.draft=true,training.prompt.complement=true,training.prompt.hints=true"
     )
@@ -163,6 +167,8 @@ def test_grpo_continues_from_a_trained_planner(project, train_run):
     assert metadata["train_memory_ids"] == ["demo-1", "demo-2"]
     report = json.loads((project / "data/08_reporting/grpo_report.json").read_text())
     assert report["start"]["folder"] == str(first)
+    assert report["steps"] == 2
+    assert report["scored_steps"] == [1]  # step 2 reused step 1's completions
 
 
 def test_grpo_start_that_names_nothing_is_a_clear_error(project, train_run):
@@ -177,6 +183,34 @@ def test_grpo_start_that_names_nothing_is_a_clear_error(project, train_run):
     assert "training.grpo_start 'no-such-planner' is neither 'latest'" in (
         result.stdout + result.stderr
     )
+
+
+def test_training_plot_puts_rollout_curves_at_the_steps_that_scored_completions():
+    # trl's num_iterations=2 scores completions at steps 1, 3, 5 and reuses them at 2, 4, 6
+    from mera_pipelines.pipelines.train_planner.nodes import plot_training
+
+    grpo = {
+        "reward_curve": [0.1, 0.2, 0.4],
+        "recall_gained_curve": [0.2, 0.3, 0.5],
+        "parse_failure_curve": [0.5, 0.25, 0.0],
+        "scored_steps": [1, 3, 5],
+    }
+    figure = plot_training({}, grpo)["training_curves.png"]
+    reward_axis, rollout_axis = figure.axes[1], figure.axes[2]
+    assert list(reward_axis.get_lines()[0].get_xdata()) == [1, 3, 5]
+    assert [list(line.get_xdata()) for line in rollout_axis.get_lines()] == [[1, 3, 5]] * 2
+    older = plot_training({}, {k: v for k, v in grpo.items() if k != "scored_steps"})
+    assert list(older["training_curves.png"].axes[1].get_lines()[0].get_xdata()) == [1, 2, 3]
+
+
+def test_training_log_names_the_steps_a_metric_was_logged_at():
+    from mera_pipelines.core.training.trainers import TrainingLog
+
+    log = TrainingLog(
+        history=[{"reward": 0.1, "step": 1}, {"loss": 0.3, "step": 2}, {"reward": 0.4, "step": 3}]
+    )
+    assert log.steps_with("reward") == [1, 3]
+    assert log.curve("reward") == [0.1, 0.4]
 
 
 def test_training_plot_shows_cut_off_and_empty_plans_when_there_were_some():

@@ -89,6 +89,9 @@ def test_grpo_figures_over_the_edges(train_record):
     # the last step's rewards differ because one of its replies did not parse
     report["parse_failure_curve"] = [0.0, 0.0, 0.0, 0.125]
     assert train_record.grpo_figures(report, edge=2)["steps_with_unequal_rewards_all_parsed"] == 1
+    # trl's num_iterations=2: four batches scored over eight steps
+    report["scored_steps"] = [1, 3, 5, 7]
+    assert train_record.grpo_figures(report, edge=2)["scored_steps"] == 4
 
 
 def test_a_project_without_an_mlflow_store_is_named(train_record, tmp_path):

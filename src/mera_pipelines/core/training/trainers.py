@@ -149,6 +149,12 @@ class TrainingLog:
     def curve(self, key: str) -> list[float]:
         return [h[key] for h in self.history if key in h]
 
+    def steps_with(self, key: str) -> list[int]:
+        """The optimizer steps at which ``key`` was logged: for GRPO's reward, the steps that
+        generated and scored completions (every step, unless trl's ``num_iterations`` reuses
+        one batch for several updates)."""
+        return [int(h["step"]) for h in self.history if key in h]
+
     def summary(self) -> dict[str, Any]:
         last = next((h for h in reversed(self.history) if "loss" in h), {})
         return {

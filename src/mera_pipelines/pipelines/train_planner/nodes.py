@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
@@ -275,6 +276,8 @@ def train_planner_grpo(
         **_continuation_summary(reward, continuation),
         **log.summary(),
         "reward_curve": log.curve("reward"),
+        # the x of every rollout curve below: they are logged when completions are scored
+        "scored_steps": log.steps_with("reward"),
         "reward_std_curve": log.curve("reward_std"),
         "recall_gained_curve": log.curve("recall_gained"),
         "parse_failure_curve": log.curve("parse_failure_rate"),
@@ -364,6 +367,15 @@ def _records(frame: pd.DataFrame) -> list[PlannerStateRecord]:
     return from_frame(frame, PlannerStateRecord)
 
 
+def _curve_steps(curve: list[float], scored_steps: list[int]) -> Sequence[int]:
+    """The step of each point of a GRPO curve: the scored steps when the report has them for
+    every point (with trl's num_iterations > 1 only every n-th step scores completions), else
+    1, 2, 3, ... (reports from before the scored steps were kept)."""
+    if len(scored_steps) == len(curve):
+        return scored_steps
+    return range(1, len(curve) + 1)
+
+
 def plot_training(sft_report: dict[str, Any], grpo_report: dict[str, Any]) -> dict[str, Any]:
     """SFT loss and GRPO reward / recall gained / parse failures (and cut-off plans) by step."""
     import matplotlib
@@ -377,7 +389,8 @@ def plot_training(sft_report: dict[str, Any], grpo_report: dict[str, Any]) -> di
     axes[0].set(title="SFT warm start", xlabel="step", ylabel="loss")
     reward = grpo_report.get("reward_curve") or []
     spread = grpo_report.get("reward_std_curve") or [0.0] * len(reward)
-    steps = range(1, len(reward) + 1)
+    scored = grpo_report.get("scored_steps") or []
+    steps = _curve_steps(reward, scored)
     axes[1].plot(steps, reward, marker=".", label="reward (mean)")
     axes[1].fill_between(
         steps,
@@ -388,17 +401,17 @@ def plot_training(sft_report: dict[str, Any], grpo_report: dict[str, Any]) -> di
     )
     axes[1].set(title="GRPO reward", xlabel="step")
     axes[1].legend()
-    gained = grpo_report.get("recall_gained_curve") or []
-    failures = grpo_report.get("parse_failure_curve") or []
-    axes[2].plot(range(1, len(gained) + 1), gained, marker=".", label="missing evidence recovered")
-    axes[2].plot(range(1, len(failures) + 1), failures, marker=".", label="parse failure rate")
     for key, label in (
+        ("recall_gained_curve", "missing evidence recovered"),
+        ("parse_failure_curve", "parse failure rate"),
         ("cut_off_curve", "of which cut off"),
         ("no_intent_curve", "of which no intent"),
     ):
-        part = grpo_report.get(key) or []  # absent in reports older than the curve
-        if any(part):
-            axes[2].plot(range(1, len(part) + 1), part, marker=".", label=label)
+        part = grpo_report.get(key) or []
+        # the cut-off and no-intent curves only when there were some (absent in older reports)
+        if key in ("cut_off_curve", "no_intent_curve") and not any(part):
+            continue
+        axes[2].plot(_curve_steps(part, scored), part, marker=".", label=label)
     axes[2].set(title="GRPO rollouts", xlabel="step", ylim=(0, 1))
     axes[2].legend()
     for axis in axes:
