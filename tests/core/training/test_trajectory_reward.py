@@ -188,19 +188,10 @@ def test_grpo_node_scores_with_the_replay_of_the_synthetic_questions(
     memory, states, monkeypatch, tmp_path, pasta_policy
 ):
     from mera_pipelines.core.training.model_store import PlannerModel
+    from mera_pipelines.core.training.trainers import TrainingLog
     from mera_pipelines.pipelines.train_planner import nodes
 
     scored = {}
-
-    class Log:
-        steps = 1
-        median_step_seconds = 1.0
-
-        def summary(self):
-            return {}
-
-        def curve(self, key):
-            return []
 
     def fake_grpo(folder, rows, reward_function, settings, threads, log_metrics, on_policy):
         if on_policy is not None:
@@ -209,7 +200,7 @@ def test_grpo_node_scores_with_the_replay_of_the_synthetic_questions(
         text = scored.get("completion", plan("Maya met Jonas at the climbing gym"))
         reply = [{"role": "assistant", "content": text}]
         scored["rewards"] = reward_function([None] * len(rows), [reply] * len(rows), **columns)
-        return tmp_path, Log()
+        return tmp_path, TrainingLog(steps=1, step_seconds=[1.0])
 
     monkeypatch.setattr(nodes, "run_grpo", fake_grpo)
     monkeypatch.setattr(nodes, "_grpo_start", lambda store, params: PlannerModel(tmp_path, {}))
