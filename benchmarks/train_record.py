@@ -146,6 +146,10 @@ def build_record(run, reports: dict[str, Any], note: str | None, commit: str | N
     }
     if "grpo_report" in reports:
         record["grpo_figures"] = grpo_figures(reports["grpo_report"])
+        if "grpo.learning_rate" in metrics:
+            # MLflow keeps the newest step's value: next to the report's starting rate it
+            # shows the schedule (trl's linear decay ends near 0; a constant rate does not)
+            record["grpo_figures"]["last_step_learning_rate"] = metrics["grpo.learning_rate"]
     return record
 
 

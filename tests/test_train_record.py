@@ -42,6 +42,9 @@ def project(tmp_path):
     client.log_metric(run_id, "seconds.train_planner_grpo", 120.04)
     client.log_metric(run_id, "seconds.filter_training_states", 60.0)
     client.log_metric(run_id, "train.grpo.reward_mean", 0.5)  # not a node time
+    # a decaying rate whose middle step is logged last
+    for step, rate in ((1, 1e-5), (3, 2e-6), (2, 6e-6)):
+        client.log_metric(run_id, "grpo.learning_rate", rate, step=step)
     grpo_report = {"reward_curve": [0.0, 0.2, 0.4, 1.0], "reward_std_curve": [0.1, 0.0, 0.3, 0.0]}
     reports = tmp_path / "reports"
     reports.mkdir()
@@ -74,6 +77,8 @@ def test_newest_run_with_node_seconds_reports_and_grpo_figures(train_record, pro
     # four steps, so the first and last 10 are all of them: (0 + 0.2 + 0.4 + 1.0) / 4
     assert figures["reward_mean_first_10_steps"] == pytest.approx(0.4)
     assert figures["steps_with_equal_rewards"] == 2
+    # the rate of the last step (3), not the last value logged
+    assert figures["last_step_learning_rate"] == pytest.approx(2e-6)
 
 
 def test_grpo_figures_over_the_edges(train_record):
