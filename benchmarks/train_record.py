@@ -5,7 +5,8 @@ node's wall time (metric ``seconds.<node>``) to MLflow. This script turns one su
 JSON the docs quote (``benchmarks/results/train_*.json``): the command and environment Kedro
 recorded, every node's seconds, the whole run's wall time, the stage reports, and a few
 figures derived from the GRPO curves (reward over the first and last steps, steps whose
-rewards were all equal, so GRPO had no advantage to learn from).
+rewards were all equal, so GRPO had no advantage to learn from, the last step's learning
+rate).
 
     python benchmarks/train_record.py --project <project> --out benchmarks/results/train_x.json \\
         --note "what was run and why"              # the newest run of the project
